@@ -1,0 +1,20 @@
+# dspark_library(name): one static library per folder under src/ (STYLE.md layout).
+function(dspark_library name)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
+  add_library(dspark_${name} STATIC ${srcs})
+  target_include_directories(dspark_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+endfunction()
+
+# Per-file ISA flags: *_avx2.cpp and *_avx512.cpp are compiled for their ISA only; everything else
+# stays baseline x86-64 so the binary runs anywhere and dispatches at run time.
+function(dspark_kernel_isa_flags target)
+  get_target_property(srcs ${target} SOURCES)
+  foreach(src IN LISTS srcs)
+    if(src MATCHES "_avx512\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+        "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mavx512vnni;-mavx2;-mfma;-mf16c;-mbmi2")
+    elseif(src MATCHES "_avx2\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mbmi2")
+    endif()
+  endforeach()
+endfunction()

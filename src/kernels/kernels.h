@@ -1,0 +1,48 @@
+// The quantized matrix-product API. Model code calls only this header and ops.h.
+//
+// Semantics follow ggml's CPU path (GEMMA3-GGUF.md §5.3): the f32 activation row is quantized
+// once to the weight type's "vec_dot" format (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K
+// for the K-quants, f16/bf16 for F16/BF16, f32 for F32), then dotted with every weight row using
+// exact int32 inner sums. Scalar references (ref/) are the oracle; cpu/ holds SIMD versions picked
+// at run time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/threadpool.h"
+
+namespace dspark::kernels {
+
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };  // kAvx512 = F+BW+DQ+VL+VNNI
+
+Isa detect_isa();                 // best ISA this CPU supports (CPUID + OS XSAVE state)
+const char* isa_name(Isa isa);
+
+// A weight matrix [n_rows, n_cols] of `type`, rows contiguous at `row_stride` bytes.
+struct QMatrix {
+  DType type = DType::F32;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  const void* data = nullptr;
+  size_t row_stride = 0;  // bytes between rows; row_bytes(type, n_cols) for packed tensors
+};
+
+// Per-caller state for matmul: ISA, threads and reusable scratch (no allocation in steady state).
+// Thread safety: one context per calling thread.
+struct MatmulContext {
+  Isa isa = Isa::kScalar;
+  ThreadPool* pool = nullptr;        // nullptr = single-threaded
+  std::vector<uint8_t> act_scratch;  // quantized activations
+};
+
+// y[t, r] = dot(W[r, :], x[t, :]) for t < n_tokens, r < n_rows.
+// x: [n_tokens, n_cols] f32, row stride n_cols; y: [n_tokens, ldy] f32 (only first n_rows written).
+void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy);
+
+// Dequantize n elements (a multiple of the block size) of `type` from src to f32.
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+
+}  // namespace dspark::kernels

@@ -1,0 +1,194 @@
+#include "kernels/ops.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/f16.h"
+
+// Each hot loop gets an AVX-512, an AVX2 and a baseline clone; the loader picks one per CPU.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DSPARK_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define DSPARK_HAS_FLOAT16 1
+#else
+#define DSPARK_CLONES
+#define DSPARK_HAS_FLOAT16 0
+#endif
+
+namespace dspark::kernels {
+
+DSPARK_CLONES static double sum_squares(const float* x, int64_t n) {
+  // Accumulate in f32 lanes, combine in double (ggml sums squares in double; 640 terms in f32
+  // lanes of 16 lose nothing that matters at eps 1e-6).
+  float acc[16] = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j] * x[i + j];
+  double s = 0;
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  for (; i < n; ++i) s += (double)x[i] * x[i];
+  return s;
+}
+
+DSPARK_CLONES static void scale_mul(const float* x, const float* w, float* out, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s * w[i];
+}
+
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
+  const double mean = sum_squares(x, n) / (double)n;
+  const float s = 1.0f / std::sqrt((float)mean + eps);
+  scale_mul(x, w, out, n, s);
+}
+
+void rms_norm_rows(const float* x, const float* w, float* out, int64_t n_rows, int64_t n, float eps) {
+  for (int64_t r = 0; r < n_rows; ++r) rms_norm(x + r * n, w, out + r * n, n, eps);
+}
+
+void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) {
+  const int64_t half = head_dim / 2;
+  const float theta_scale = std::pow(base, -2.0f / (float)head_dim);
+  float cos_t[512], sin_t[512];  // head_dim <= 1024
+  float theta = (float)pos;
+  for (int64_t i = 0; i < half; ++i) {
+    cos_t[i] = std::cos(theta);
+    sin_t[i] = std::sin(theta);
+    theta *= theta_scale;
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = v[i], x1 = v[i + half];
+      v[i] = x0 * cos_t[i] - x1 * sin_t[i];
+      v[i + half] = x0 * sin_t[i] + x1 * cos_t[i];
+    }
+  }
+}
+
+DSPARK_CLONES void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  constexpr float kCoef = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+    out[i] = g * up[i];
+  }
+}
+
+GeluTable::GeluTable() {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  constexpr float kCoef = 0.044715f;
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const float x = fp16_to_fp32((uint16_t)i);
+    const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+    table_[i] = fp16_to_fp32(fp32_to_fp16(g));
+  }
+}
+
+DSPARK_CLONES static void gelu_table_mul(const float* table, const float* gate, const float* up, float* out,
+                                         int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    float g;
+    if (x <= -10.0f) {
+      g = 0.0f;
+    } else if (x >= 10.0f) {
+      g = x;
+    } else {
+#if DSPARK_HAS_FLOAT16
+      const _Float16 h = (_Float16)x;
+      uint16_t bits;
+      std::memcpy(&bits, &h, 2);
+#else
+      const uint16_t bits = fp32_to_fp16(x);
+#endif
+      g = table[bits];
+    }
+    out[i] = g * up[i];
+  }
+}
+
+void GeluTable::gelu_mul(const float* gate, const float* up, float* out, int64_t n) const {
+  gelu_table_mul(table_, gate, up, out, n);
+}
+
+DSPARK_CLONES void scale(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+DSPARK_CLONES void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  const float inv = (float)(1.0 / sum);
+  scale(x, n, inv);
+}
+
+int64_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+DSPARK_CLONES float dot_f32(const float* a, const float* b, int64_t n) {
+  float acc[16] = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = 0;
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+DSPARK_CLONES void axpy_f32(float* y, const float* x, float a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+#if DSPARK_HAS_FLOAT16
+DSPARK_CLONES void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    _Float16 h = (_Float16)x[i];
+    std::memcpy(&y[i], &h, 2);
+  }
+}
+
+DSPARK_CLONES float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
+  const _Float16* bh = reinterpret_cast<const _Float16*>(b);
+  float acc[16] = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * (float)bh[i + j];
+  float s = 0;
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  for (; i < n; ++i) s += a[i] * (float)bh[i];
+  return s;
+}
+
+DSPARK_CLONES void axpy_f16(float* y, const uint16_t* x, float a, int64_t n) {
+  const _Float16* xh = reinterpret_cast<const _Float16*>(x);
+  for (int64_t i = 0; i < n; ++i) y[i] += a * (float)xh[i];
+}
+#else
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * fp16_to_fp32(b[i]);
+  return s;
+}
+void axpy_f16(float* y, const uint16_t* x, float a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
+}
+#endif
+
+}  // namespace dspark::kernels

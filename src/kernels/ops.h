@@ -1,0 +1,59 @@
+// f32 elementwise and attention ops used by model code (no quantized weights here; see kernels.h).
+// Hot loops are compiled for several ISAs and picked at run time (GCC target_clones).
+#pragma once
+
+#include <cstdint>
+
+#include "core/threadpool.h"
+
+namespace dspark::kernels {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i];  x, w, out: [n] f32 (out may alias x)
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
+// Same per row: x, out [n_rows, n] f32.
+void rms_norm_rows(const float* x, const float* w, float* out, int64_t n_rows, int64_t n, float eps);
+
+// NEOX RoPE in place over all head_dim dims of each head: x [n_heads, head_dim] f32 at position pos.
+// Pairs (i, i + head_dim/2); theta_i = pos * base^(-2i/head_dim), computed like ggml (repeated
+// multiplication by base^(-2/head_dim)).
+void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base);
+
+// out[i] = gelu_tanh(gate[i]) * up[i];  [n] f32, exact f32 tanh (the plain oracle).
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// GELU via a 65536-entry table indexed by the f16 bits of the input, as ggml's CPU path does
+// (input rounded to f16 for |x| < 10, result rounded to f16; 0 below -10, x above 10).
+// Build one per model; read-only afterwards (safe to share between threads).
+class GeluTable {
+ public:
+  GeluTable();
+  // out[i] = gelu(gate[i]) * up[i];  [n] f32
+  void gelu_mul(const float* gate, const float* up, float* out, int64_t n) const;
+
+ private:
+  float table_[65536];
+};
+
+// x[i] *= s
+void scale(float* x, int64_t n, float s);
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+
+// In-place softmax over [n] f32; returns nothing. Uses max subtraction.
+void softmax(float* x, int64_t n);
+
+// Index of the largest value (first on ties).
+int64_t argmax(const float* x, int64_t n);
+
+float dot_f32(const float* a, const float* b, int64_t n);
+// y[i] += a * x[i]
+void axpy_f32(float* y, const float* x, float a, int64_t n);
+
+// f16 storage helpers (IEEE half) for the KV cache.
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
+// dot of an f32 vector with an f16 row
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
+// y[i] += a * f16(x[i])
+void axpy_f16(float* y, const uint16_t* x, float a, int64_t n);
+
+}  // namespace dspark::kernels

@@ -1,0 +1,31 @@
+#include "model/kv_cache.h"
+
+#include "core/status.h"
+
+namespace dspark::model {
+
+KvCache::KvCache(const Gemma3Config& c, int64_t n_ctx, int64_t max_batch)
+    : n_ctx_(n_ctx), max_batch_(max_batch), window_(c.sliding_window), kv_dim_(c.n_head_kv * c.head_dim) {
+  DSPARK_CHECK(n_ctx > 0 && max_batch > 0);
+  layers_.resize(c.n_layer);
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    Layer& l = layers_[il];
+    l.sliding = c.is_sliding(il);
+    l.capacity = l.sliding ? std::min(n_ctx, window_ + max_batch) : n_ctx;
+    l.k.assign((size_t)(l.capacity * kv_dim_), 0);
+    l.v.assign((size_t)(l.capacity * kv_dim_), 0);
+  }
+}
+
+size_t KvCache::bytes() const {
+  size_t b = 0;
+  for (const Layer& l : layers_) b += (l.k.size() + l.v.size()) * sizeof(uint16_t);
+  return b;
+}
+
+void KvCache::trim(int64_t n) {
+  DSPARK_CHECK(n >= 0 && n <= length_);
+  length_ -= n;
+}
+
+}  // namespace dspark::model

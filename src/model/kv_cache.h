@@ -1,0 +1,73 @@
+// Per-layer K/V cache for Gemma 3, f16 storage (as llama.cpp's default cache type).
+//
+// Global layers keep every position: slot(pos) = pos, capacity n_ctx.
+// Sliding layers keep a ring: slot(pos) = pos % capacity with capacity = window + max_batch.
+// Invariant that makes trim() safe across the window boundary: a forward writes at most max_batch
+// positions [L, L + b); a query at position p >= L - 0 needs keys (p - window, p], and writing the
+// batch only overwrites positions < L + b - capacity <= L - window. So after trim(n) back into the
+// batch, every key a later query can see is still intact.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace dspark::model {
+
+class KvCache {
+ public:
+  KvCache(const Gemma3Config& config, int64_t n_ctx, int64_t max_batch);
+
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t max_batch() const { return max_batch_; }
+  int64_t length() const { return length_; }   // positions committed so far
+  int64_t kv_dim() const { return kv_dim_; }
+  size_t bytes() const;
+
+  // Row of layer il at absolute position pos: [kv_dim] f16.
+  uint16_t* k_row(int64_t il, int64_t pos) { return layers_[il].k.data() + slot(il, pos) * kv_dim_; }
+  uint16_t* v_row(int64_t il, int64_t pos) { return layers_[il].v.data() + slot(il, pos) * kv_dim_; }
+  const uint16_t* k_row(int64_t il, int64_t pos) const {
+    return layers_[il].k.data() + slot(il, pos) * kv_dim_;
+  }
+  const uint16_t* v_row(int64_t il, int64_t pos) const {
+    return layers_[il].v.data() + slot(il, pos) * kv_dim_;
+  }
+
+  // First position visible to a query at pos on layer il.
+  int64_t first_visible(int64_t il, int64_t pos) const {
+    if (!layers_[il].sliding) return 0;
+    const int64_t lo = pos - window_ + 1;
+    return lo > 0 ? lo : 0;
+  }
+
+  // Called by the forward after writing rows [length, length + n).
+  void advance(int64_t n) { length_ += n; }
+  // Drops the last n positions (speculative rollback). n <= length.
+  void trim(int64_t n);
+  // Forgets everything.
+  void clear() { length_ = 0; }
+
+ private:
+  struct Layer {
+    bool sliding = false;
+    int64_t capacity = 0;
+    std::vector<uint16_t> k;  // [capacity, kv_dim] f16
+    std::vector<uint16_t> v;  // [capacity, kv_dim] f16
+  };
+  int64_t slot(int64_t il, int64_t pos) const {
+    const Layer& l = layers_[il];
+    return l.sliding ? pos % l.capacity : pos;
+  }
+
+  int64_t n_ctx_ = 0;
+  int64_t max_batch_ = 0;
+  int64_t window_ = 0;
+  int64_t kv_dim_ = 0;
+  int64_t length_ = 0;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace dspark::model

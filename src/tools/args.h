@@ -1,0 +1,47 @@
+// Minimal flag parser for the dspark verbs: --name VALUE, --name=VALUE, -x VALUE, boolean --flag.
+// Bad values and unknown flags are errors naming the flag (the verb exits with code 2).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dspark::tools {
+
+inline constexpr int kExitBadInput = 2;
+
+class Args {
+ public:
+  Args(std::string usage, std::string summary) : usage_(std::move(usage)), summary_(std::move(summary)) {}
+
+  void add(const std::string& names, std::string* out, const std::string& help);   // "--model,-m"
+  void add(const std::string& names, int64_t* out, const std::string& help, int64_t lo, int64_t hi);
+  void add(const std::string& names, double* out, const std::string& help, double lo, double hi);
+  void add_flag(const std::string& names, bool* out, const std::string& help);
+  void add_list(const std::string& names, std::vector<std::string>* out, const std::string& help);
+
+  // Parses argv[first..]. Returns an error for unknown flags, missing or bad values.
+  Status parse(int argc, char** argv, int first);
+  bool help_requested() const { return help_; }
+  // Arguments that are not flags, in order.
+  const std::vector<std::string>& positional() const { return positional_; }
+  std::string help() const;
+
+ private:
+  struct Opt {
+    std::vector<std::string> names;
+    std::string help, default_text;
+    bool takes_value = true;
+    std::function<Status(const std::string& name, const std::string& value)> set;
+  };
+  Opt& make(const std::string& names, const std::string& help);
+  std::string usage_, summary_;
+  std::vector<Opt> opts_;
+  bool help_ = false;
+  std::vector<std::string> positional_;
+};
+
+}  // namespace dspark::tools

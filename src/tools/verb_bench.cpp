@@ -1,0 +1,157 @@
+// dspark bench: llama-bench-style prefill (pp) and decode (tg) speed, median of repeats, and
+// the verify-cost curve: time of one forward over 1..K new tokens after a fixed context, which
+// decides whether speculative decoding can pay.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/threadpool.h"
+#include "kernels/ops.h"
+#include "tools/args.h"
+#include "tools/loaded_model.h"
+#include "tools/progress.h"
+#include "tools/verbs.h"
+
+namespace dspark::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Deterministic token ids away from the special/control range (like llama-bench's random tokens).
+std::vector<int32_t> synthetic_tokens(int64_t n, int32_t bos, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> ids(n);
+  ids[0] = bos;
+  for (int64_t i = 1; i < n; ++i) ids[i] = 1000 + (int32_t)(rng.next() % 200000);
+  return ids;
+}
+
+}  // namespace
+
+int verb_bench(int argc, char** argv) {
+  std::string model_spec = "gemma3-270m", cache;
+  int64_t n_prompt = 512, n_gen = 128, threads = ThreadPool::default_threads(), repeats = 5;
+  int64_t curve_ctx = 512, curve_max = 16;
+  bool json = false, curve = false;
+  Args args("dspark bench --model M -p 512 -n 128 --threads 2 [--repeats R] [--json] [--verify-curve]",
+            "Prefill speed over -p synthetic tokens and decode speed over -n greedy tokens after a short\n"
+            "prompt; medians of --repeats runs. --verify-curve also times one forward of 1..K new tokens\n"
+            "(all-position logits, as speculative verify needs) after --curve-ctx tokens of context.");
+  args.add("--model,-m", &model_spec, "registry name or GGUF path");
+  args.add("--cache-dir", &cache, "model cache folder");
+  args.add("--n-prompt,-p", &n_prompt, "prefill length in tokens (0 = skip)", 0, 1 << 16);
+  args.add("--n-gen,-n", &n_gen, "decode length in tokens (0 = skip)", 0, 1 << 16);
+  args.add("--threads,-t", &threads, "worker threads", 1, 256);
+  args.add("--repeats,-r", &repeats, "repeats per measurement", 1, 1000);
+  args.add_flag("--verify-curve", &curve, "also measure the verify-cost curve");
+  args.add("--curve-ctx", &curve_ctx, "context length before the curve's forwards", 1, 1 << 16);
+  args.add("--curve-max", &curve_max, "largest number of new tokens on the curve", 1, 64);
+  args.add_flag("--json", &json, "print one JSON object");
+  if (Status st = args.parse(argc, argv, 2); !st) {
+    std::fprintf(stderr, "dspark bench: %s\n", st.message().c_str());
+    return kExitBadInput;
+  }
+  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  auto lm = load_model(model_spec, cache);
+  if (!lm) { std::fprintf(stderr, "dspark bench: %s\n", lm.message().c_str()); return kExitBadInput; }
+  const auto& model = *lm->model;
+  const int64_t n_vocab = model.config().n_vocab;
+  const int64_t n_ctx = std::max<int64_t>({n_prompt, 8 + n_gen, curve ? curve_ctx + curve_max : 0}) + 8;
+  ThreadPool pool((int)threads);
+  model::Session s(model, model::SessionOptions{.n_ctx = n_ctx, .max_batch = 512}, &pool);
+  const model::ForwardOptions last{model::LogitsMode::kLast, {}};
+
+  std::vector<double> pp_tok_s, tg_tok_s;
+  ProgressBar bar("bench", (uint64_t)repeats);
+  for (int64_t r = 0; r < repeats; ++r) {
+    if (n_prompt > 0) {
+      const auto ids = synthetic_tokens(n_prompt, lm->tok->bos(), 1234 + r);
+      s.kv().clear();
+      const auto t0 = Clock::now();
+      if (Status st = model.forward(s, ids, last); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
+      pp_tok_s.push_back(n_prompt * 1e3 / ms_between(t0, Clock::now()));
+    }
+    if (n_gen > 0) {
+      s.kv().clear();
+      const auto prompt = lm->tok->encode("The history of the city begins", true, false);
+      if (Status st = model.forward(s, prompt, last); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < n_gen; ++i) {
+        const int32_t id = (int32_t)kernels::argmax(s.logits(), n_vocab);
+        if (Status st = model.forward(s, std::span<const int32_t>(&id, 1), last); !st) {
+          std::fprintf(stderr, "%s\n", st.message().c_str());
+          return 1;
+        }
+      }
+      tg_tok_s.push_back(n_gen * 1e3 / ms_between(t0, Clock::now()));
+    }
+    bar.update((uint64_t)r + 1);
+  }
+
+  nlohmann::json curve_json = nlohmann::json::array();
+  if (curve) {
+    const auto ctx_ids = synthetic_tokens(curve_ctx, lm->tok->bos(), 99);
+    s.kv().clear();
+    if (Status st = model.forward(s, ctx_ids, last); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
+    const auto new_ids = synthetic_tokens(curve_max + 1, 1000, 7);
+    const model::ForwardOptions all{model::LogitsMode::kAll, {}};
+    double base_ms = 0;
+    ProgressBar cbar("verify curve", (uint64_t)curve_max);
+    for (int64_t k = 1; k <= curve_max; ++k) {
+      std::vector<double> ms;
+      for (int64_t r = 0; r < repeats; ++r) {
+        const auto t0 = Clock::now();
+        if (Status st = model.forward(s, std::span<const int32_t>(new_ids.data() + 1, k), all); !st) {
+          std::fprintf(stderr, "%s\n", st.message().c_str());
+          return 1;
+        }
+        ms.push_back(ms_between(t0, Clock::now()));
+        s.kv().trim(k);
+      }
+      const double m = median(ms);
+      if (k == 1) base_ms = m;
+      curve_json.push_back({{"n_tokens", k}, {"ms", m}, {"ratio_to_1", m / base_ms}});
+      cbar.update((uint64_t)k);
+    }
+  }
+
+  nlohmann::json j = {{"model", lm->path}, {"threads", threads}, {"repeats", repeats},
+                      {"prompt_tokens", n_prompt}, {"gen_tokens", n_gen},
+                      {"prefill_tok_s", median(pp_tok_s)}, {"decode_tok_s", median(tg_tok_s)},
+                      {"prefill_runs_tok_s", pp_tok_s}, {"decode_runs_tok_s", tg_tok_s},
+                      {"peak_rss_bytes", peak_rss_bytes()}, {"kv_cache_bytes", s.kv().bytes()}};
+  if (curve) j["verify_curve"] = curve_json;
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("| test | tok/s (median of %lld) |\n|---|---|\n", (long long)repeats);
+  if (n_prompt > 0) std::printf("| pp%lld | %.1f |\n", (long long)n_prompt, median(pp_tok_s));
+  if (n_gen > 0) std::printf("| tg%lld | %.1f |\n", (long long)n_gen, median(tg_tok_s));
+  std::printf("peak RSS %.1f MB, KV cache %.1f MB, threads %lld\n", peak_rss_bytes() / 1e6, s.kv().bytes() / 1e6,
+              (long long)threads);
+  if (curve) {
+    std::printf("\nverify curve after %lld tokens of context:\n| new tokens | ms | ratio to 1 |\n|---|---|---|\n",
+                (long long)curve_ctx);
+    for (const auto& c : curve_json)
+      std::printf("| %d | %.2f | %.2f |\n", c["n_tokens"].get<int>(), c["ms"].get<double>(), c["ratio_to_1"].get<double>());
+  }
+  return 0;
+}
+
+}  // namespace dspark::tools

@@ -1,0 +1,117 @@
+// dspark generate: stream a completion, then report prompt tokens, prefill and decode speed.
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "core/threadpool.h"
+#include "generate/generate.h"
+#include "tokenizer/chat_template.h"
+#include "tools/args.h"
+#include "tools/loaded_model.h"
+#include "tools/verbs.h"
+
+namespace dspark::tools {
+
+int verb_generate(int argc, char** argv) {
+  std::string model_spec = "gemma3-270m", cache, prompt, prompt_file;
+  int64_t n_predict = 128, threads = ThreadPool::default_threads(), n_ctx = 4096, seed = 0, top_k = 0;
+  double temp = 0.0, top_p = 1.0, min_p = 0.0;
+  bool chat = false, json = false, ignore_eos = false;
+  std::vector<std::string> stops;
+  Args args("dspark generate --model M -p TEXT [--chat] [-n N] [--temp T] [--seed S] [--json]",
+            "Generate a continuation of a prompt with the target model; text streams to stdout,\n"
+            "speeds go to stderr (or everything as one JSON object with --json).");
+  args.add("--model,-m", &model_spec, "registry name or GGUF path");
+  args.add("--cache-dir", &cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
+  args.add("--prompt,-p", &prompt, "prompt text");
+  args.add("--prompt-file,-f", &prompt_file, "read the prompt from a file");
+  args.add_flag("--chat", &chat, "wrap the prompt in the Gemma 3 chat template (one user turn)");
+  args.add("--max-tokens,-n", &n_predict, "tokens to generate at most", 1, 1 << 20);
+  args.add("--temp", &temp, "sampling temperature; 0 = greedy", 0.0, 100.0);
+  args.add("--top-k", &top_k, "keep the k most likely tokens; 0 = off", 0, 1 << 30);
+  args.add("--top-p", &top_p, "nucleus sampling mass; 1 = off", 1e-6, 1.0);
+  args.add("--min-p", &min_p, "drop tokens below min_p * p(top); 0 = off", 0.0, 1.0);
+  args.add("--seed", &seed, "random seed", 0, INT64_MAX);
+  args.add_list("--stop", &stops, "stop string (repeatable); not included in the output");
+  args.add_flag("--ignore-eos", &ignore_eos, "keep generating past end-of-sequence tokens");
+  args.add("--threads,-t", &threads, "worker threads (default: physical cores)", 1, 256);
+  args.add("--ctx", &n_ctx, "context size in tokens", 16, 1 << 20);
+  args.add_flag("--json", &json, "print one JSON object instead of streaming text");
+  if (Status st = args.parse(argc, argv, 2); !st) {
+    std::fprintf(stderr, "dspark generate: %s\n", st.message().c_str());
+    return kExitBadInput;
+  }
+  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (!args.positional().empty()) {
+    std::fprintf(stderr, "dspark generate: unexpected argument '%s'\n", args.positional()[0].c_str());
+    return kExitBadInput;
+  }
+  if (!prompt_file.empty()) {
+    std::ifstream in(prompt_file, std::ios::binary);
+    if (!in) { std::fprintf(stderr, "dspark generate: cannot read prompt file %s\n", prompt_file.c_str()); return kExitBadInput; }
+    prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (prompt.empty()) {
+    std::fprintf(stderr, "dspark generate: no prompt (use -p TEXT or -f FILE)\n");
+    return kExitBadInput;
+  }
+  auto lm = load_model(model_spec, cache);
+  if (!lm) { std::fprintf(stderr, "dspark generate: %s\n", lm.message().c_str()); return kExitBadInput; }
+  const model::Gemma3Config& cfg = lm->model->config();
+  if (n_ctx > cfg.n_ctx_train) {
+    std::fprintf(stderr, "dspark generate: --ctx %lld exceeds the model's training context %lld\n",
+                 (long long)n_ctx, (long long)cfg.n_ctx_train);
+    return kExitBadInput;
+  }
+
+  std::vector<int32_t> ids;
+  if (chat) {
+    auto text = tokenizer::render_gemma3_chat({{"user", prompt}}, /*add_generation_prompt=*/true, /*include_bos=*/false);
+    if (!text) { std::fprintf(stderr, "dspark generate: %s\n", text.message().c_str()); return kExitBadInput; }
+    ids = lm->tok->encode(*text, /*add_special=*/true, /*parse_special=*/true);
+  } else {
+    ids = lm->tok->encode(prompt, /*add_special=*/true, /*parse_special=*/false);
+  }
+  if ((int64_t)ids.size() + n_predict > n_ctx) {
+    std::fprintf(stderr, "dspark generate: prompt is %zu tokens; with -n %lld it exceeds the context size %lld "
+                 "(raise --ctx or lower -n)\n", ids.size(), (long long)n_predict, (long long)n_ctx);
+    return kExitBadInput;
+  }
+
+  ThreadPool pool((int)threads);
+  model::Session session(*lm->model, model::SessionOptions{.n_ctx = n_ctx, .max_batch = 512}, &pool);
+  generate::GenerateParams params;
+  params.max_tokens = (int32_t)n_predict;
+  params.stop = stops;
+  params.ignore_eos = ignore_eos;
+  params.sampler = {.temperature = (float)temp, .top_k = (int32_t)top_k, .top_p = (float)top_p,
+                    .min_p = (float)min_p, .seed = (uint64_t)seed};
+  generate::TextCallback on_text;
+  if (!json) on_text = [](std::string_view t) { std::fwrite(t.data(), 1, t.size(), stdout); std::fflush(stdout); };
+  auto res = generate::generate(*lm->model, session, *lm->tok, ids, params, on_text);
+  if (!res) { std::fprintf(stderr, "\ndspark generate: %s\n", res.message().c_str()); return 1; }
+
+  if (json) {
+    nlohmann::json j = {{"model", lm->path},
+                        {"text", res->text},
+                        {"tokens", res->tokens},
+                        {"finish_reason", generate::finish_reason_name(res->finish)},
+                        {"prompt_tokens", res->prompt_tokens},
+                        {"gen_tokens", res->tokens.size()},
+                        {"prefill_ms", res->prefill_ms},
+                        {"decode_ms", res->decode_ms},
+                        {"prefill_tok_s", res->prefill_tok_s()},
+                        {"decode_tok_s", res->decode_tok_s()},
+                        {"threads", threads},
+                        {"peak_rss_bytes", peak_rss_bytes()}};
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::fprintf(stderr, "\n\nprompt tokens: %lld | generated: %zu (%s) | prefill: %.1f tok/s | decode: %.1f tok/s\n",
+                 (long long)res->prompt_tokens, res->tokens.size(), generate::finish_reason_name(res->finish),
+                 res->prefill_tok_s(), res->decode_tok_s());
+  }
+  return 0;
+}
+
+}  // namespace dspark::tools

@@ -1,0 +1,64 @@
+// dspark inspect: a GGUF file's metadata and tensor table (name, type, shape, offset, bytes).
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "formats/gguf.h"
+#include "tools/args.h"
+#include "tools/registry.h"
+#include "tools/verbs.h"
+
+namespace dspark::tools {
+
+int verb_inspect(int argc, char** argv) {
+  std::string model_spec = "gemma3-270m", cache;
+  bool json = false;
+  Args args("dspark inspect --model M [--json]", "Print the metadata keys and tensor table of a GGUF file.");
+  args.add("--model,-m", &model_spec, "registry name or GGUF path");
+  args.add("--cache-dir", &cache, "model cache folder");
+  args.add_flag("--json", &json, "print one JSON object");
+  if (Status st = args.parse(argc, argv, 2); !st) {
+    std::fprintf(stderr, "dspark inspect: %s\n", st.message().c_str());
+    return kExitBadInput;
+  }
+  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  auto path = resolve_model_path(model_spec, resolve_cache_dir(cache));
+  if (!path) { std::fprintf(stderr, "dspark inspect: %s\n", path.message().c_str()); return kExitBadInput; }
+  auto f = formats::GgufFile::open(*path);
+  if (!f) { std::fprintf(stderr, "dspark inspect: %s\n", f.message().c_str()); return kExitBadInput; }
+
+  std::map<std::string, uint64_t> bytes_by_type;
+  uint64_t total = 0;
+  for (const auto& t : f->tensors()) {
+    bytes_by_type[dtype_name(t.type)] += t.n_bytes;
+    total += t.n_bytes;
+  }
+  if (json) {
+    nlohmann::json j = {{"path", *path}, {"version", f->version()}, {"alignment", f->alignment()},
+                        {"tensor_bytes", total}, {"bytes_by_type", bytes_by_type}};
+    for (const auto& kv : f->kvs()) j["metadata"].push_back(describe_kv(kv));
+    for (const auto& t : f->tensors()) {
+      std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+      j["tensors"].push_back({{"name", t.name}, {"type", dtype_name(t.type)}, {"ne", ne},
+                              {"offset", t.offset}, {"bytes", t.n_bytes}});
+    }
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("%s: GGUF v%u, alignment %zu, %zu metadata keys, %zu tensors, %llu tensor bytes\n\n", path->c_str(),
+              (unsigned)f->version(), (size_t)f->alignment(), f->kvs().size(), f->tensors().size(),
+              (unsigned long long)total);
+  for (const auto& kv : f->kvs()) std::printf("%s\n", describe_kv(kv).c_str());
+  std::printf("\n%-36s %-6s %-22s %12s\n", "tensor", "type", "shape (ne0, ne1, ...)", "bytes");
+  for (const auto& t : f->tensors()) {
+    std::string shape;
+    for (int d = 0; d < t.n_dims; ++d) shape += (d ? ", " : "") + std::to_string(t.ne[d]);
+    std::printf("%-36s %-6s %-22s %12zu\n", t.name.c_str(), dtype_name(t.type), shape.c_str(), t.n_bytes);
+  }
+  std::printf("\nbytes by type:");
+  for (const auto& [type, b] : bytes_by_type) std::printf(" %s %.1f MB;", type.c_str(), b / 1e6);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace dspark::tools

@@ -1,0 +1,12 @@
+// Entry points of the dspark subcommands. Each returns the process exit code
+// (0 ok, 2 bad input: flags, files, prompts; 1 other failures).
+#pragma once
+
+namespace dspark::tools {
+
+int verb_get(int argc, char** argv);
+int verb_generate(int argc, char** argv);
+int verb_bench(int argc, char** argv);
+int verb_inspect(int argc, char** argv);
+
+}  // namespace dspark::tools
