@@ -1,0 +1,110 @@
+// Kernel benchmarks on Gemma 3 270M's real matrix shapes: matvec (n_tokens = 1, reported as GB/s
+// of weight bytes) and matmul (n_tokens 8, 64, 512). Not a test.
+//   dspark_bench_kernels [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/threadpool.h"
+#include "kernels/kernels.h"
+#include "kernels/ref/ref.h"
+
+namespace {
+
+using dspark::DType;
+using namespace dspark::kernels;
+
+struct Shape {
+  const char* name;
+  DType type;
+  int64_t rows, cols;
+};
+
+// [n_rows, n_cols] = [out, in] as matmul sees them.
+const Shape kShapes[] = {
+    {"lm_head_q8_0", DType::Q8_0, 262144, 640},  {"attn_q_q5_0", DType::Q5_0, 1024, 640},
+    {"attn_k_q5_0", DType::Q5_0, 256, 640},      {"attn_v_q8_0", DType::Q8_0, 256, 640},
+    {"ffn_up_q5_0", DType::Q5_0, 2048, 640},     {"attn_out_q4_k", DType::Q4_K, 640, 1024},
+    {"ffn_down_q4_k", DType::Q4_K, 640, 2048},   {"ffn_down_q6_k", DType::Q6_K, 640, 2048},
+};
+
+// Weights: 64 distinct quantized random rows repeated (distinct addresses, realistic values).
+struct Weights {
+  std::vector<uint8_t> bytes;
+  QMatrix m;
+};
+
+const Weights& weights(int shape) {
+  static std::unique_ptr<Weights> cache[sizeof(kShapes) / sizeof(kShapes[0])];
+  if (!cache[shape]) {
+    const Shape& s = kShapes[shape];
+    auto w = std::make_unique<Weights>();
+    const size_t rb = dspark::row_bytes(s.type, s.cols);
+    w->bytes.resize(rb * (size_t)s.rows);
+    dspark::Rng rng(42);
+    std::vector<float> row((size_t)s.cols);
+    for (int64_t r = 0; r < std::min<int64_t>(64, s.rows); ++r) {
+      for (auto& v : row) v = (float)(rng.uniform() * 2 - 1);
+      quantize_row_ref(s.type, row.data(), w->bytes.data() + rb * (size_t)r, s.cols);
+    }
+    for (int64_t r = 64; r < s.rows; ++r) std::memcpy(w->bytes.data() + rb * (size_t)r, w->bytes.data() + rb * (size_t)(r % 64), rb);
+    w->m = QMatrix{s.type, s.rows, s.cols, w->bytes.data(), rb};
+    cache[shape] = std::move(w);
+  }
+  return *cache[shape];
+}
+
+dspark::ThreadPool& pool(int n) {
+  static dspark::ThreadPool p1(1), p2(2);
+  return n == 1 ? p1 : p2;
+}
+
+// args: shape index, n_tokens, threads, isa
+void BM_Matmul(benchmark::State& state) {
+  const int shape = (int)state.range(0);
+  const int64_t ntok = state.range(1);
+  const int threads = (int)state.range(2);
+  const Isa isa = (Isa)state.range(3);
+  if (isa > detect_isa()) {
+    state.SkipWithError("ISA not available");
+    return;
+  }
+  const Weights& w = weights(shape);
+  dspark::Rng rng(7);
+  std::vector<float> x((size_t)(ntok * w.m.n_cols)), y((size_t)(ntok * w.m.n_rows));
+  for (auto& v : x) v = (float)(rng.uniform() * 2 - 1);
+  MatmulContext ctx;
+  ctx.isa = isa;
+  ctx.pool = &pool(threads);
+  for (auto _ : state) {
+    matmul(ctx, w.m, x.data(), ntok, y.data(), w.m.n_rows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)w.bytes.size());
+  state.counters["GMAC/s"] = benchmark::Counter((double)w.m.n_rows * (double)w.m.n_cols * (double)ntok,
+                                                benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.SetLabel(std::string(kShapes[shape].name) + " tok=" + std::to_string(ntok) + " thr=" + std::to_string(threads) +
+                 " " + isa_name(isa));
+}
+
+void Args(benchmark::internal::Benchmark* b) {
+  const int n_shapes = (int)(sizeof(kShapes) / sizeof(kShapes[0]));
+  for (int isa : {2, 1})
+    for (int s = 0; s < n_shapes; ++s)
+      for (int64_t ntok : {1, 8, 64, 512}) {
+        if (s == 0 && ntok > 8) continue;  // lm_head runs for the last token only
+        for (int threads : {1, 2}) b->Args({s, ntok, threads, isa});
+      }
+}
+
+BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,106 @@
+// ISA detection, per-(type, ISA) kernel selection and the threaded matmul driver.
+#include <algorithm>
+#include <cstring>
+
+#include "core/status.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/kernels.h"
+#include "kernels/ref/ref.h"
+
+namespace dspark::kernels {
+
+Isa detect_isa() {
+  static const Isa isa = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+      return Isa::kAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+      return Isa::kAvx2;
+    return Isa::kScalar;
+  }();
+  return isa;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512-vnni";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr int64_t kRowGrain = 16;  // rows per work unit handed to threads
+
+uint8_t* scratch(MatmulContext& ctx, size_t bytes) {
+  if (ctx.act_scratch.size() < bytes + 64) ctx.act_scratch.resize(bytes + 64);
+  auto p = reinterpret_cast<uintptr_t>(ctx.act_scratch.data());
+  return reinterpret_cast<uint8_t*>((p + 63) & ~(uintptr_t)63);
+}
+
+// fn(row_begin, row_end) over all rows, split across the pool in multiples of kRowGrain.
+template <class Fn>
+void for_rows(MatmulContext& ctx, int64_t n_rows, const Fn& fn) {
+  const int64_t n_units = (n_rows + kRowGrain - 1) / kRowGrain;
+  auto body = [&](int64_t u0, int64_t u1) { fn(u0 * kRowGrain, std::min(n_rows, u1 * kRowGrain)); };
+  if (ctx.pool && ctx.pool->size() > 1 && n_units > 1) ctx.pool->parallel_for(n_units, 1, body);
+  else body(0, n_units);
+}
+
+template <class Fn>
+void for_tokens(MatmulContext& ctx, int64_t n_tokens, const Fn& fn) {
+  if (ctx.pool && ctx.pool->size() > 1 && n_tokens >= 8) {
+    ctx.pool->parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) fn(t);
+    });
+  } else {
+    for (int64_t t = 0; t < n_tokens; ++t) fn(t);
+  }
+}
+
+// Scalar path: ggml activation blocks + vec_dot_ref (identical to matmul_ref, but threaded).
+void matmul_scalar(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy) {
+  const DType at = vec_dot_type(w.type);
+  const size_t abytes = row_bytes(at, w.n_cols);
+  uint8_t* act = scratch(ctx, abytes * (size_t)n_tokens);
+  for_tokens(ctx, n_tokens, [&](int64_t t) { quantize_row_ref(at, x + t * w.n_cols, act + t * abytes, w.n_cols); });
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for_rows(ctx, w.n_rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t r = r0; r < r1; ++r)
+        y[t * ldy + r] = vec_dot_ref(w.type, w.n_cols, base + r * w.row_stride, act + t * abytes);
+  });
+}
+
+}  // namespace
+
+void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy) {
+  if (n_tokens <= 0 || w.n_rows <= 0) return;
+  DSPARK_CHECK(w.n_cols % dtype_info(w.type).block_elems == 0);
+  const Isa isa = std::min(ctx.isa, detect_isa());  // never run code the CPU lacks
+  cpu::KernelSet ks;
+  bool have = false;
+  if (isa == Isa::kAvx512) have = cpu::kernels_avx512(w.type, &ks);
+  if (!have && isa >= Isa::kAvx2) have = cpu::kernels_avx2(w.type, &ks);
+  if (!have) {
+    matmul_scalar(ctx, w, x, n_tokens, y, ldy);
+    return;
+  }
+  const cpu::ActLayout L = cpu::act_layout(ks.act, w.n_cols);
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  if (ks.quantize) {
+    uint8_t* buf = scratch(ctx, L.stride * (size_t)n_tokens);
+    for_tokens(ctx, n_tokens, [&](int64_t t) { ks.quantize(x + t * w.n_cols, buf + t * L.stride, L); });
+    act = buf;
+  }
+  for_rows(ctx, w.n_rows, [&](int64_t r0, int64_t r1) { ks.gemm(w, r0, r1, act, L, n_tokens, y, ldy); });
+}
+
+void dequantize_row(DType type, const void* src, float* dst, int64_t n) { dequantize_row_ref(type, src, dst, n); }
+
+}  // namespace dspark::kernels
