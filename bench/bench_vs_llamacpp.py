@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""dspark vs llama.cpp on the same GGUF, same thread count, alternating runs.
+
+Each repeat runs dspark (A) then llama.cpp (B), each in its own subprocess, so
+memory and threads are separate.  Reports medians, ratios, peak RSS, this
+machine's memory-copy bandwidth and decode as a percentage of the weight-streaming
+roofline (all tensor bytes read once per decoded token).
+
+  python bench/bench_vs_llamacpp.py [--repeats 5] [--threads 2] [--json out.json]
+  python bench/bench_vs_llamacpp.py --only llama      # llama.cpp half alone
+
+dspark side: `build/release/dspark bench --model PATH -p 512 -n 128 --threads 2
+--repeats 1 --json`, one JSON object with prefill_tok_s, decode_tok_s,
+prompt_tokens, gen_tokens, peak_rss_bytes.
+llama.cpp side: llama-cpp-python low-level API (this file run with --worker-llama):
+one untimed warm-up, a timed 512-token prefill (n_batch = n_ubatch = 512, only
+the last logits requested), then after a short chat prompt a timed 128-token
+greedy decode (argmax over raw logits, stop tokens ignored).  Weight repacking
+(AMX / CPU_REPACK extra buffers) is off unless --llama-repack (see scripts/llama_ref.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+DATA = "/work/shared/data/spec_bench_dev.jsonl"
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- llama worker
+def prefill_text() -> str:
+    """A long real document (the longest rag prompt); fallback: repeated prose."""
+    try:
+        with open(DATA, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        rows.sort(key=lambda r: (-len(r["turns"][0]), str(r["question_id"])))
+        return rows[0]["turns"][0]
+    except OSError:
+        return ("The quick brown fox jumps over the lazy dog. " * 400)
+
+
+def llama_worker(args) -> int:
+    from llama_ref import LlamaRef, chat_text, vm_hwm_bytes
+
+    t0 = time.perf_counter()
+    ref = LlamaRef(args.model, n_threads=args.threads, n_ctx=2048, n_batch=512,
+                   n_ubatch=512, flash_attn=args.llama_flash_attn,
+                   repack_q4k=args.llama_repack)
+    load_s = time.perf_counter() - t0
+
+    ids = ref.tokenize(prefill_text(), add_special=True, parse_special=False)
+    while len(ids) < args.prompt_tokens:
+        ids = ids + ids[1:]
+    pp_ids = ids[:args.prompt_tokens]
+    short = ref.tokenize(chat_text("Write a short story about a lighthouse keeper."),
+                         add_special=False, parse_special=True)
+
+    # warm-up (untimed): touches the weights and the compute buffers
+    ref.clear()
+    logits = ref.eval_prompt(short)
+    ref.timed_greedy(4, logits)
+
+    ref.clear()
+    t0 = time.perf_counter()
+    ref.eval_prompt(pp_ids)
+    pp_s = time.perf_counter() - t0
+
+    ref.clear()
+    logits = ref.eval_prompt(short)
+    n, tg_s = ref.timed_greedy(args.gen_tokens, logits)
+
+    res = {
+        "prefill_tok_s": len(pp_ids) / pp_s, "decode_tok_s": n / tg_s,
+        "prompt_tokens": len(pp_ids), "gen_tokens": n, "decode_prompt_tokens": len(short),
+        "load_s": load_s, "peak_rss_bytes": vm_hwm_bytes(), "settings": ref.settings,
+    }
+    ref.close()
+    print(json.dumps(res), flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------------- helpers
+def run_child(cmd: list[str], timeout: float) -> tuple[dict, int]:
+    """Run cmd, parse the last JSON object line of its stdout.  Returns (dict, the
+    child's own ru_maxrss in bytes, from wait4)."""
+    import tempfile
+    import threading
+
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        p = subprocess.Popen(cmd, stdout=fo, stderr=fe)
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        fo.seek(0)
+        fe.seek(0)
+        out = fo.read().decode(errors="replace")
+        err = fe.read().decode(errors="replace")
+    if p.returncode != 0:
+        raise RuntimeError(f"exit {p.returncode}: {' '.join(cmd)}\n{err[-2000:]}")
+    for line in reversed(out.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            return json.loads(line), ru.ru_maxrss * 1024
+    raise RuntimeError(f"no JSON object in output of {' '.join(cmd)}:\n{out[-2000:]}")
+
+
+def memcpy_bandwidth(nbytes: int = 512 << 20, reps: int = 7) -> dict:
+    """Best-of-N numpy copy of a large array; GB/s counting read + write (2x bytes)."""
+    import numpy as np
+
+    src = np.ones(nbytes // 8, dtype=np.float64)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # fault in pages
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t0)
+    del src, dst
+    return {"array_bytes": nbytes, "best_s": best, "gb_s": 2 * nbytes / best / 1e9,
+            "method": f"numpy.copyto of {nbytes >> 20} MiB float64, best of {reps}, "
+                      "single thread, (read+write) bytes / time"}
+
+
+def gguf_tensor_bytes(path: str) -> dict:
+    try:
+        import gguf  # type: ignore
+    except ImportError:
+        return {"total_bytes": None, "note": "python package gguf not installed"}
+    r = gguf.GGUFReader(path)
+    by_type: dict[str, int] = {}
+    total = 0
+    for t in r.tensors:
+        nb = int(t.n_bytes)
+        total += nb
+        name = t.tensor_type.name
+        by_type[name] = by_type.get(name, 0) + nb
+    return {"total_bytes": total, "n_tensors": len(r.tensors), "bytes_by_type": by_type}
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, spec=".1f"):
+    return "n/a" if x is None else format(x, spec)
+
+
+# --------------------------------------------------------------------------- main
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--dspark", default=os.path.join(REPO, "build", "release", "dspark"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--gen-tokens", type=int, default=128)
+    ap.add_argument("--only", choices=["dspark", "llama"], default=None)
+    ap.add_argument("--llama-flash-attn", action="store_true",
+                    help="enable llama.cpp flash attention (default off, as in the goldens)")
+    ap.add_argument("--llama-repack", action="store_true",
+                    help="put llama.cpp's Q4_K tensors in the CPU_REPACK buffer (q4_K_8x8), as "
+                         "llama.cpp does by default on AVX2 machines without AMX")
+    ap.add_argument("--json", default=None, metavar="PATH", help="write results ('-': stdout)")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--worker-llama", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.model is None:
+        from llama_ref import default_model_path
+
+        args.model = default_model_path()
+    if args.worker_llama:
+        return llama_worker(args)
+
+    sides = [s for s in ("dspark", "llama") if args.only in (None, s)]
+    if "dspark" in sides and not os.path.exists(args.dspark):
+        log(f"dspark binary {args.dspark} not found")
+        return 2
+    cmds = {
+        "dspark": [args.dspark, "bench", "--model", args.model, "-p", str(args.prompt_tokens),
+                   "-n", str(args.gen_tokens), "--threads", str(args.threads),
+                   "--repeats", "1", "--json"],
+        "llama": [sys.executable, os.path.abspath(__file__), "--worker-llama",
+                  "--model", args.model, "--threads", str(args.threads),
+                  "--prompt-tokens", str(args.prompt_tokens),
+                  "--gen-tokens", str(args.gen_tokens)]
+                 + (["--llama-flash-attn"] if args.llama_flash_attn else [])
+                 + (["--llama-repack"] if args.llama_repack else []),
+    }
+
+    log("measuring memory copy bandwidth")
+    bw = memcpy_bandwidth()
+    log(f"memcpy bandwidth {bw['gb_s']:.2f} GB/s (read+write)")
+    wb = gguf_tensor_bytes(args.model)
+    if wb["total_bytes"]:
+        log(f"GGUF tensor bytes {wb['total_bytes']:,} in {wb['n_tensors']} tensors")
+
+    runs: dict[str, list[dict]] = {s: [] for s in sides}
+    for rep in range(args.repeats):
+        for s in sides:
+            res, maxrss = run_child(cmds[s], args.timeout)
+            res["wait4_maxrss_bytes"] = maxrss
+            runs[s].append(res)
+            log(f"repeat {rep + 1}/{args.repeats} {s:<6}: prefill {res['prefill_tok_s']:8.1f} tok/s"
+                f"  decode {res['decode_tok_s']:7.2f} tok/s"
+                f"  peak RSS {res.get('peak_rss_bytes', 0) / 2**20:7.1f} MiB")
+
+    roof = None
+    if wb["total_bytes"]:
+        roof = bw["gb_s"] * 1e9 / wb["total_bytes"]
+    summary = {}
+    for s in sides:
+        pp = med([r["prefill_tok_s"] for r in runs[s]])
+        tg = med([r["decode_tok_s"] for r in runs[s]])
+        summary[s] = {
+            "prefill_tok_s_median": pp, "decode_tok_s_median": tg,
+            "prefill_tok_s_all": [r["prefill_tok_s"] for r in runs[s]],
+            "decode_tok_s_all": [r["decode_tok_s"] for r in runs[s]],
+            "peak_rss_bytes_max": max(r.get("peak_rss_bytes", 0) for r in runs[s]),
+            "wait4_maxrss_bytes_max": max(r["wait4_maxrss_bytes"] for r in runs[s]),
+            "decode_pct_of_roofline": (100 * tg / roof) if roof else None,
+        }
+    ratios = None
+    if len(sides) == 2:
+        ratios = {"prefill": summary["dspark"]["prefill_tok_s_median"]
+                  / summary["llama"]["prefill_tok_s_median"],
+                  "decode": summary["dspark"]["decode_tok_s_median"]
+                  / summary["llama"]["decode_tok_s_median"]}
+
+    print(f"\n### dspark vs llama.cpp — {args.threads} threads, {args.repeats} alternating "
+          f"repeats, medians\n")
+    print(f"| engine | prefill {args.prompt_tokens} tok/s | decode {args.gen_tokens} tok/s "
+          f"| decode % of roofline | peak RSS MiB |")
+    print("|---|---:|---:|---:|---:|")
+    names = {"dspark": "dspark", "llama": "llama.cpp (llama-cpp-python)"}
+    for s in sides:
+        m = summary[s]
+        print(f"| {names[s]} | {fmt(m['prefill_tok_s_median'])} | {fmt(m['decode_tok_s_median'], '.2f')}"
+              f" | {fmt(m['decode_pct_of_roofline'])} | {m['peak_rss_bytes_max'] / 2**20:.1f} |")
+    if ratios:
+        print(f"| **ratio dspark / llama.cpp** | {ratios['prefill']:.3f} | {ratios['decode']:.3f} | | |")
+    print(f"\nLoad average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+          f" (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}); results under"
+          " load are not comparable.")
+    print(f"Memory copy bandwidth: {bw['gb_s']:.2f} GB/s ({bw['method']}).")
+    if roof:
+        print(f"Weight bytes per decoded token: {wb['total_bytes']:,} (all GGUF tensors) → "
+              f"roofline {roof:.1f} tok/s.")
+    if "llama" in sides:
+        print("llama.cpp peak RSS includes the Python interpreter and numpy (~30-40 MiB).")
+        st = runs["llama"][0].get("settings", {})
+        print("llama.cpp settings: " + ", ".join(f"{k}={v}" for k, v in st.items()))
+        print("(extra buffer types off: the AMX path segfaults on this model, llama.cpp #20824;"
+              " --llama-repack puts Q4_K weights in CPU_REPACK instead.)")
+
+    result = {
+        "machine": {"platform": platform.platform(), "cpu": _cpu_name(), "nproc": os.cpu_count()},
+        "model": args.model, "threads": args.threads, "repeats": args.repeats,
+        "prompt_tokens": args.prompt_tokens, "gen_tokens": args.gen_tokens,
+        "bandwidth": bw, "weights": wb, "roofline_decode_tok_s": roof,
+        "summary": summary, "ratios_dspark_over_llama": ratios, "runs": runs,
+        "commands": {s: cmds[s] for s in sides},
+        "env": {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+                "loadavg_at_end": os.getloadavg()},
+    }
+    if args.json:
+        text = json.dumps(result, indent=1)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+    return 0
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""How well does llama.cpp agree with itself? The noise floor for dspark-vs-llama.cpp gates.
+
+Runs the first teacher-forced golden sequence through llama.cpp twice, once in batches of
+n_batch (as the goldens were made) and once token by token, and prints mean KL(batched ||
+serial) and top-1 agreement. Any implementation that is not bit-identical to one llama.cpp
+configuration cannot be expected to agree with the goldens better than this.
+
+Usage: python scripts/llama_noise_floor.py [--model PATH] [--n 512]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llama_ref import LlamaRef, default_model_path  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    m = x.max()
+    return x - m - np.log(np.exp(x - m).sum())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="GGUF path (default: the assembled PyPI model)")
+    ap.add_argument("--n", type=int, default=512, help="positions of golden sequence 0 to use")
+    args = ap.parse_args()
+    toks = np.fromfile(os.path.join(REPO, "tests/goldens/teacher_forced.bin"), dtype=np.int32,
+                       count=args.n, offset=44).tolist()
+    ref = LlamaRef(args.model or default_model_path())
+    batched, serial = [], []
+    ref.clear()
+    ref.eval_all_logits(toks, lambda p, logits: batched.append(log_softmax(logits)))
+    ref.clear()
+    for i, t in enumerate(toks):
+        serial.append(log_softmax(ref.step(t)))
+        if i % 64 == 63:
+            print(f"  token by token: {i + 1}/{len(toks)}", file=sys.stderr, flush=True)
+    kl = float(np.mean([np.sum(np.exp(a) * (a - b)) for a, b in zip(batched, serial)]))
+    top1 = float(np.mean([a.argmax() == b.argmax() for a, b in zip(batched, serial)]))
+    print(f"llama.cpp batch {ref.n_batch} vs token by token over {len(toks)} positions: "
+          f"mean KL {kl:.5f}, top-1 agreement {top1:.4f}")
+
+
+if __name__ == "__main__":
+    main()
