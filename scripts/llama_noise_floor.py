@@ -6,11 +6,15 @@ n_batch (as the goldens were made) and once token by token, and prints mean KL(b
 serial) and top-1 agreement. Any implementation that is not bit-identical to one llama.cpp
 configuration cannot be expected to agree with the goldens better than this.
 
-Usage: python scripts/llama_noise_floor.py [--model PATH] [--n 512]
+With --greedy it also replays tests/goldens/greedy.jsonl with the prompt fed token by token
+instead of in one batch and counts continuations identical to the goldens.
+
+Usage: python scripts/llama_noise_floor.py [--model PATH] [--n 512] [--greedy]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -32,6 +36,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="GGUF path (default: the assembled PyPI model)")
     ap.add_argument("--n", type=int, default=512, help="positions of golden sequence 0 to use")
+    ap.add_argument("--greedy", action="store_true", help="also replay the greedy goldens")
     args = ap.parse_args()
     toks = np.fromfile(os.path.join(REPO, "tests/goldens/teacher_forced.bin"), dtype=np.int32,
                        count=args.n, offset=44).tolist()
@@ -48,6 +53,27 @@ def main() -> None:
     top1 = float(np.mean([a.argmax() == b.argmax() for a, b in zip(batched, serial)]))
     print(f"llama.cpp batch {ref.n_batch} vs token by token over {len(toks)} positions: "
           f"mean KL {kl:.5f}, top-1 agreement {top1:.4f}")
+    if args.greedy:
+        greedy_floor(ref)
+
+
+def greedy_floor(ref: LlamaRef) -> None:
+    rows = [json.loads(line) for line in open(os.path.join(REPO, "tests/goldens/greedy.jsonl"), encoding="utf-8")]
+    same = 0
+    for k, r in enumerate(rows):
+        ref.clear()
+        for t in r["prompt_ids"]:
+            logits = ref.step(t)
+        out = []
+        while len(out) < len(r["output_ids"]):
+            tok = int(np.argmax(logits))
+            out.append(tok)
+            if len(out) == len(r["output_ids"]):
+                break
+            logits = ref.step(tok)
+        same += out == r["output_ids"]
+        print(f"  greedy {k + 1}/{len(rows)}: {'same' if out == r['output_ids'] else 'differs'}", file=sys.stderr, flush=True)
+    print(f"llama.cpp greedy with token-by-token prompt vs goldens (batched prompt): {same}/{len(rows)} identical")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ int main(int argc, char** argv) {
   }
   for (const Verb& v : kVerbs)
     if (cmd == v.name) return v.fn(argc, argv);
-  std::fprintf(stderr, "dspark: unknown command '%s'\n", cmd.c_str());
-  usage(stderr);
+  std::fprintf(stderr, "dspark: unknown command '%s' (run dspark --help)\n", cmd.c_str());
   return dspark::tools::kExitBadInput;
 }

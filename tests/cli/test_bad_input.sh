@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Bad input at the CLI boundary: every case must print exactly one error line on stderr, exit 2,
+# not crash, and write nothing to stdout. Usage: test_bad_input.sh DSPARK_BINARY [MODEL.gguf]
+# The model cases use argument 2 or $DSPARK_MODEL and are skipped (and said so) without one.
+set -u
+bin="$1"
+model="${2:-${DSPARK_MODEL:-}}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+expect_bad() {  # name, then the command's arguments
+  local name="$1"; shift
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines
+  lines=$(grep -c . "$tmp/err")
+  if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && [ ! -s "$tmp/out" ]; then
+    pass=$((pass + 1))
+    echo "ok   $name: $(cat "$tmp/err")"
+  else
+    fail=$((fail + 1))
+    echo "FAIL $name: exit $rc, $lines stderr lines, $(wc -c <"$tmp/out") stdout bytes"
+    sed 's/^/     | /' "$tmp/err" | head -5
+  fi
+}
+
+expect_bad "unknown command" frobnicate
+expect_bad "unknown flag" generate --bogus 1
+expect_bad "non-numeric -n" generate -m x.gguf -p hi -n many
+expect_bad "negative temperature" generate -m x.gguf -p hi --temp -1
+expect_bad "top-p out of range" generate -m x.gguf -p hi --top-p 1.5
+expect_bad "zero threads" bench -m x.gguf --threads 0
+expect_bad "missing flag value" generate -p
+expect_bad "missing model file" generate -m "$tmp/none.gguf" -p hi
+expect_bad "unknown registry name" get no-such-model
+printf 'not a gguf file at all, just some text that is long enough to hold a header' >"$tmp/garbage.gguf"
+expect_bad "corrupt model (bad magic)" generate -m "$tmp/garbage.gguf" -p hi
+: >"$tmp/empty.gguf"
+expect_bad "empty model file" generate -m "$tmp/empty.gguf" -p hi
+expect_bad "no prompt" generate -m "$tmp/garbage.gguf"
+
+if [ -n "$model" ] && [ -f "$model" ]; then
+  head -c 5000000 "$model" >"$tmp/truncated.gguf"
+  expect_bad "truncated model (metadata)" generate -m "$tmp/truncated.gguf" -p hi
+  head -c 200000000 "$model" >"$tmp/truncated2.gguf"
+  expect_bad "truncated model (tensor data)" generate -m "$tmp/truncated2.gguf" -p hi
+  python3 - "$model" "$tmp/llama.gguf" <<'PY'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+key = b"general.architecture"
+i = data.index(key) + len(key) + 4 + 8  # value type u32, string length u64
+assert data[i:i + 6] == b"gemma3"
+data[i:i + 6] = b"llama3"
+open(sys.argv[2], "wb").write(data)
+PY
+  expect_bad "wrong architecture" generate -m "$tmp/llama.gguf" -p hi
+  expect_bad "prompt longer than the context" generate -m "$model" -p "$(printf 'word %.0s' $(seq 1 200))" --ctx 64 -n 8
+  expect_bad "context above the model's" generate -m "$model" -p hi --ctx 100000
+else
+  echo "skip model cases: no model path given"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

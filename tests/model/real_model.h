@@ -1,0 +1,52 @@
+// Shared fixture for the real-model tests: the GGUF named by $DSPARK_MODEL (scripts/test.sh sets it
+// from `dspark get`), loaded once per test binary. Without it the tests skip and say why.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/threadpool.h"
+#include "tools/loaded_model.h"
+
+namespace dspark::testing {
+
+inline tools::LoadedModel* real_model() {
+  static std::unique_ptr<tools::LoadedModel> lm = [] {
+    std::unique_ptr<tools::LoadedModel> out;
+    const char* path = std::getenv("DSPARK_MODEL");
+    if (!path || !*path) return out;
+    auto r = tools::load_model(path, "");
+    if (r.is_ok()) out = std::make_unique<tools::LoadedModel>(std::move(r).value());
+    else ADD_FAILURE() << "DSPARK_MODEL=" << path << " does not load: " << r.message();
+    return out;
+  }();
+  return lm.get();
+}
+
+inline ThreadPool& test_pool() {
+  static ThreadPool pool(ThreadPool::default_threads());
+  return pool;
+}
+
+#define DSPARK_REQUIRE_REAL_MODEL()                                                       \
+  if (::dspark::testing::real_model() == nullptr)                                         \
+  GTEST_SKIP() << "set DSPARK_MODEL to the Gemma 3 270M Q4_K_M GGUF (scripts/test.sh does)"
+
+inline std::string golden_path(const std::string& name) { return std::string(DSPARK_SOURCE_DIR) + "/tests/goldens/" + name; }
+
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> rows;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+}  // namespace dspark::testing
