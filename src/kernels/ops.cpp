@@ -118,39 +118,11 @@ DSPARK_CLONES void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void softmax(float* x, int64_t n) {
-  if (n <= 0) return;
-  float m = x[0];
-  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - m);
-    sum += x[i];
-  }
-  const float inv = (float)(1.0 / sum);
-  scale(x, n, inv);
-}
-
 int64_t argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
     if (x[i] > x[best]) best = i;
   return best;
-}
-
-DSPARK_CLONES float dot_f32(const float* a, const float* b, int64_t n) {
-  float acc[16] = {0};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = 0;
-  for (int j = 0; j < 16; ++j) s += acc[j];
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-DSPARK_CLONES void axpy_f32(float* y, const float* x, float a, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
 #if DSPARK_HAS_FLOAT16
@@ -161,33 +133,9 @@ DSPARK_CLONES void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-DSPARK_CLONES float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
-  const _Float16* bh = reinterpret_cast<const _Float16*>(b);
-  float acc[16] = {0};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * (float)bh[i + j];
-  float s = 0;
-  for (int j = 0; j < 16; ++j) s += acc[j];
-  for (; i < n; ++i) s += a[i] * (float)bh[i];
-  return s;
-}
-
-DSPARK_CLONES void axpy_f16(float* y, const uint16_t* x, float a, int64_t n) {
-  const _Float16* xh = reinterpret_cast<const _Float16*>(x);
-  for (int64_t i = 0; i < n; ++i) y[i] += a * (float)xh[i];
-}
 #else
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
-}
-float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * fp16_to_fp32(b[i]);
-  return s;
-}
-void axpy_f16(float* y, const uint16_t* x, float a, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
 }
 #endif
 

@@ -39,21 +39,10 @@ void scale(float* x, int64_t n, float s);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
 
-// In-place softmax over [n] f32; returns nothing. Uses max subtraction.
-void softmax(float* x, int64_t n);
-
 // Index of the largest value (first on ties).
 int64_t argmax(const float* x, int64_t n);
 
-float dot_f32(const float* a, const float* b, int64_t n);
-// y[i] += a * x[i]
-void axpy_f32(float* y, const float* x, float a, int64_t n);
-
 // f16 storage helpers (IEEE half) for the KV cache.
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
-// dot of an f32 vector with an f16 row
-float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
-// y[i] += a * f16(x[i])
-void axpy_f16(float* y, const uint16_t* x, float a, int64_t n);
 
 }  // namespace dspark::kernels

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/f16.h"
 
 namespace dspark::model {
 
@@ -24,7 +23,7 @@ Session::Session(const Gemma3Model& model, const SessionOptions& opt, ThreadPool
   o_.resize(b * c.n_embd);
   gate_.resize(b * c.n_ff);
   up_.resize(b * c.n_ff);
-  scores_.resize((size_t)(pool ? pool->size() : 1) * opt.n_ctx);
+  scores_.resize((size_t)(pool ? pool->size() : 1) * (c.n_head / c.n_head_kv) * opt.n_ctx);
 }
 
 Result<std::unique_ptr<Gemma3Model>> Gemma3Model::load(const std::string& path) {
@@ -142,29 +141,21 @@ void Gemma3Model::forward_chunk(Session& s, std::span<const int32_t> tokens, con
   }
 }
 
-// Scaled dot-product attention of n new query rows against the cache (MQA/GQA), llama.cpp-style
-// numerics: Q rounded to f16 for the K dot, probabilities rounded to f16 for the V product.
+// Scaled dot-product attention of n new query rows against the cache (MQA/GQA); numerics in
+// kernels/attention.h. One job per (token, K/V head): the heads sharing a K/V row read it once.
 void Gemma3Model::attention(Session& s, int64_t il, int64_t n, int64_t pos0) const {
   const Gemma3Config& c = config_;
   const int64_t hd = c.head_dim, q_dim = c.n_head * hd, group = c.n_head / c.n_head_kv;
   const int64_t n_ctx = s.kv_.n_ctx();
   const KvCache& kv = s.kv_;
   auto job = [&](int ti, int nt) {
-    float* scores = s.scores_.data() + (size_t)ti * n_ctx;
-    for (int64_t idx = ti; idx < n * c.n_head; idx += nt) {
-      const int64_t t = idx / c.n_head, h = idx % c.n_head, g = h / group;
+    float* scores = s.scores_.data() + (size_t)ti * group * n_ctx;  // [group, n_ctx]
+    for (int64_t idx = ti; idx < n * c.n_head_kv; idx += nt) {
+      const int64_t t = idx / c.n_head_kv, g = idx % c.n_head_kv;
       const int64_t pos = pos0 + t, lo = kv.first_visible(il, pos);
-      float* q = s.q_.data() + t * q_dim + h * hd;
-      for (int64_t i = 0; i < hd; ++i) q[i] = fp16_to_fp32(fp32_to_fp16(q[i]));
-      const int64_t n_keys = pos - lo + 1;
-      for (int64_t j = 0; j < n_keys; ++j) scores[j] = kernels::dot_f32_f16(q, kv.k_row(il, lo + j) + g * hd, hd);
-      kernels::softmax(scores, n_keys);
-      float* out = s.attn_.data() + t * q_dim + h * hd;
-      std::fill(out, out + hd, 0.0f);
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const float p = fp16_to_fp32(fp32_to_fp16(scores[j]));
-        kernels::axpy_f16(out, kv.v_row(il, lo + j) + g * hd, p, hd);
-      }
+      kernels::attention_f16kv(s.mm_.isa, s.q_.data() + t * q_dim + g * group * hd, (int)group, hd,
+                               kv.view(il, g * hd), lo, pos - lo + 1, scores,
+                               s.attn_.data() + t * q_dim + g * group * hd);
     }
   };
   if (s.pool_) s.pool_->run(job); else job(0, 1);

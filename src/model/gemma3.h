@@ -71,7 +71,7 @@ class Session {
   std::vector<float> o_;        // [B, n_embd]
   std::vector<float> gate_;     // [B, n_ff]
   std::vector<float> up_;       // [B, n_ff]
-  std::vector<float> scores_;   // [n_threads, n_ctx] attention scratch
+  std::vector<float> scores_;   // [n_threads, n_head / n_head_kv, n_ctx] attention scratch
   std::vector<float> logits_;   // [n_out, n_vocab]
   int64_t n_logit_rows_ = 0;
   std::vector<std::vector<float>> taps_;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "model/config.h"
 
 namespace dspark::model {
@@ -41,6 +42,12 @@ class KvCache {
     if (!layers_[il].sliding) return 0;
     const int64_t lo = pos - window_ + 1;
     return lo > 0 ? lo : 0;
+  }
+
+  // Head g of layer il as a slot view for kernels::attention_f16kv.
+  kernels::KvView view(int64_t il, int64_t head_offset) const {
+    const Layer& l = layers_[il];
+    return {l.k.data() + head_offset, l.v.data() + head_offset, l.capacity, kv_dim_};
   }
 
   // Called by the forward after writing rows [length, length + n).

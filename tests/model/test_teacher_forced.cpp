@@ -102,13 +102,14 @@ TEST(TeacherForcedGolden, Top1AgreementAndKlVsLlamaCpp) {
         if (std::getenv("DSPARK_TF_VERBOSE") && arg != g.top_ids[p * g.top_k])
           std::printf("seq %u pos %u: ours %lld llama %d margin %.3f kl %.4f\n", q, c0 + r, (long long)arg,
                       g.top_ids[p * g.top_k], g.margin[p], kl);
-        if (arg == g.top_ids[p * g.top_k]) ++agree;
-        if (g.margin[p] >= kStableMargin) {
-          ++n_stable;
-          agree_stable += arg == g.top_ids[p * g.top_k];
-        }
+        const bool same = arg == g.top_ids[p * g.top_k];
+        if (same) ++agree;
         else if (g.margin[p] < kNearTieMargin) ++flips_near_tie;
         else ++flips_clear;
+        if (g.margin[p] >= kStableMargin) {
+          ++n_stable;
+          agree_stable += same;
+        }
       }
     }
     start += len;

@@ -1,0 +1,40 @@
+// Attention of one query position over an f16 K/V cache (MQA/GQA: n_q query heads share one
+// K/V head), with llama.cpp's CPU numerics (non-flash path): Q is rounded to f16 before the K dot,
+// softmax in f32 with the max subtracted, probabilities rounded to f16 before the V product.
+// Scalar reference in ref/attention_ref.cpp; AVX2 / AVX-512 versions in cpu/attention_*.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace dspark::kernels {
+
+// K/V rows of one head in a cache laid out as slots; position pos lives in slot pos % capacity
+// (capacity >= any position for linear caches). Row r starts at k + r * stride (f16 elements).
+struct KvView {
+  const uint16_t* k = nullptr;  // [capacity, stride] f16, already offset to the head
+  const uint16_t* v = nullptr;  // [capacity, stride] f16, already offset to the head
+  int64_t capacity = 0;
+  int64_t stride = 0;
+};
+
+inline constexpr int kMaxAttnHeads = 16;   // query heads per K/V head
+inline constexpr int64_t kMaxHeadDim = 512;
+
+// q: [n_q, head_dim] f32 (already scaled); keys/values at positions [first_pos, first_pos + n_keys);
+// scores: scratch [n_q, n_keys] f32; out: [n_q, head_dim] f32.
+void attention_f16kv(Isa isa, const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
+                     int64_t n_keys, float* scores, float* out);
+
+void attention_f16kv_ref(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
+                         int64_t n_keys, float* scores, float* out);
+
+namespace cpu {
+void attention_f16kv_avx2(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
+                          int64_t n_keys, float* scores, float* out);
+void attention_f16kv_avx512(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
+                            int64_t n_keys, float* scores, float* out);
+}  // namespace cpu
+
+}  // namespace dspark::kernels

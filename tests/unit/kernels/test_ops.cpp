@@ -1,0 +1,68 @@
+// f32 ops against plain double-precision formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/f16.h"
+#include "kernels/ops.h"
+
+namespace dspark::kernels {
+namespace {
+
+// The GELU table rounds input and output to f16 (as ggml does): |error| <= ~2^-10 relative to
+// max(|x|, 1) around zero crossings; 2e-3 bounds it (measured max 1.0e-3).
+constexpr float kTolGeluTable = 2e-3f;
+constexpr float kTolRope = 1e-4f;  // f32 angle recurrence vs fresh double pow, positions < 4096
+
+TEST(Ops, GeluTableCloseToExact) {
+  GeluTable table;
+  std::vector<float> x, up, exact(1), got(1);
+  float worst = 0;
+  for (float v = -12.0f; v <= 12.0f; v += 0.0137f) {
+    const float one = 1.0f;
+    gelu_tanh_mul(&v, &one, exact.data(), 1);
+    table.gelu_mul(&v, &one, got.data(), 1);
+    worst = std::max(worst, std::fabs(got[0] - exact[0]) / std::max(1.0f, std::fabs(v)));
+  }
+  EXPECT_LT(worst, kTolGeluTable);
+}
+
+TEST(Ops, RmsNorm) {
+  std::vector<float> x = {1, -2, 3, -4}, w = {1, 2, 0.5f, 1}, y(4);
+  rms_norm(x.data(), w.data(), y.data(), 4, 1e-6f);
+  const double inv = 1.0 / std::sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-6);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], x[i] * inv * w[i], 1e-6);
+}
+
+TEST(Ops, RopeNeoxMatchesFormula) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  const int64_t hd = 256, heads = 2;
+  for (int64_t pos : {0, 1, 7, 511, 4095}) {
+    for (float base : {1e4f, 1e6f}) {
+      std::vector<float> x(heads * hd);
+      for (auto& v : x) v = nd(rng);
+      std::vector<float> y = x;
+      rope_neox(y.data(), heads, hd, pos, base);
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < hd / 2; ++i) {
+          const double th = pos * std::pow((double)base, -2.0 * i / hd);
+          const double a = x[h * hd + i], b = x[h * hd + i + hd / 2];
+          EXPECT_NEAR(y[h * hd + i], a * std::cos(th) - b * std::sin(th), kTolRope * (1 + pos / 512.0));
+          EXPECT_NEAR(y[h * hd + i + hd / 2], b * std::cos(th) + a * std::sin(th), kTolRope * (1 + pos / 512.0));
+        }
+    }
+  }
+}
+
+TEST(Ops, F16RowConversionRoundsToNearestEven) {
+  const float x[3] = {1.0f, 1.0f + 1.0f / 2048, 65504.0f};
+  uint16_t y[3];
+  f32_to_f16_row(x, y, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], fp32_to_fp16(x[i]));
+}
+
+}  // namespace
+}  // namespace dspark::kernels
