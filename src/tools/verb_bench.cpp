@@ -137,7 +137,7 @@ int verb_bench(int argc, char** argv) {
                       {"peak_rss_bytes", peak_rss_bytes()}, {"kv_cache_bytes", s.kv().bytes()}};
   if (curve) j["verify_curve"] = curve_json;
   if (json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump().c_str());  // one line: easy to parse from scripts
     return 0;
   }
   std::printf("| test | tok/s (median of %lld) |\n|---|---|\n", (long long)repeats);

@@ -105,7 +105,7 @@ int verb_generate(int argc, char** argv) {
                         {"decode_tok_s", res->decode_tok_s()},
                         {"threads", threads},
                         {"peak_rss_bytes", peak_rss_bytes()}};
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fprintf(stderr, "\n\nprompt tokens: %lld | generated: %zu (%s) | prefill: %.1f tok/s | decode: %.1f tok/s\n",
                  (long long)res->prompt_tokens, res->tokens.size(), generate::finish_reason_name(res->finish),
