@@ -23,7 +23,7 @@ struct TinyGemma3 {
   std::vector<Layer> layers;
   std::vector<float> out_norm;
 
-  explicit TinyGemma3(uint32_t seed) {
+  explicit TinyGemma3(uint32_t seed, int vocab = 96) : n_vocab(vocab) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     auto rnd = [&](size_t n, float s) { std::vector<float> v(n); for (auto& x : v) x = nd(rng) * s; return v; };

@@ -1,0 +1,62 @@
+// The drafter interface shared by every draft source (n-gram lookup, a second GGUF model, DSpark).
+//
+// Round protocol (DSPARK.md §4): the target has committed positions [0, P); `pending` is the token
+// at position P, not yet in the target KV. The loop calls draft(pending, ...) to get d <= max_n
+// proposals for positions P+1..P+d, runs ONE target forward over [pending, drafts...] (with the
+// taps the drafter asked for), accepts k of the drafts, and calls commit(): positions P..P+k are
+// now committed (pending + k accepted drafts), with their target tap rows.
+// Thread safety: one drafter state per request; not shared across threads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/status.h"
+#include "spec/verify.h"
+
+namespace dspark::spec {
+
+// Target hidden-state rows for a run of positions: taps[i] is [n_rows, n_embd] f32 for tap
+// point required_taps()[i] (model::kTap* / layer ids), rows in position order.
+struct TapRows {
+  std::vector<const float*> taps;
+  int64_t n_rows = 0;
+  int64_t n_embd = 0;
+};
+
+struct DraftRequest {
+  int32_t pending = 0;         // token at position pos (the anchor)
+  int64_t pos = 0;             // its position
+  int max_n = 0;               // propose at most this many tokens
+  float temperature = 0.0f;    // > 0: sample drafts and report q
+  Rng* rng = nullptr;          // for sampled drafts
+};
+
+struct DraftResult {
+  std::vector<int32_t> tokens;             // d <= max_n proposals for positions pos+1..pos+d
+  // For temperature > 0 only: q[i] = the distribution tokens[i] was drawn from, as sparse
+  // (id, prob) pairs that sum to 1 (greedy drafters give one pair with p = 1).
+  std::vector<SparseDist> q;
+  std::vector<float> confidence;           // optional per-slot confidence (DSpark)
+  void clear() { tokens.clear(); q.clear(); confidence.clear(); }
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string kind() const = 0;
+  // Tap points of the target this drafter needs (empty: none; the verify pays nothing).
+  virtual std::vector<int> required_taps() const { return {}; }
+  // A new request: prompt tokens [0, P) are committed in the target (P = prompt.size()); `taps`
+  // holds their tap rows when required_taps() is non-empty.
+  virtual Status begin(std::span<const int32_t> prompt, const TapRows& taps) = 0;
+  virtual Status draft(const DraftRequest& req, DraftResult* out) = 0;
+  // Positions [pos, pos + committed.size()) are committed: committed[0] is the old pending token,
+  // followed by the accepted drafts. `taps` has one row per committed token.
+  virtual Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) = 0;
+};
+
+}  // namespace dspark::spec

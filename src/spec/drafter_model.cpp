@@ -1,0 +1,86 @@
+#include "spec/drafter_model.h"
+
+#include <algorithm>
+
+namespace dspark::spec {
+
+ModelDrafter::ModelDrafter(const model::Gemma3Model& model, const model::SessionOptions& opt, ThreadPool* pool,
+                           const sample::SamplerConfig& sampler)
+    : model_(model), session_(model, opt, pool), sampler_(sampler) {}
+
+Status ModelDrafter::begin(std::span<const int32_t> prompt, const TapRows&) {
+  history_.assign(prompt.begin(), prompt.end());
+  session_.kv().clear();
+  kv_valid_ = 0;
+  return sync();
+}
+
+Status ModelDrafter::sync() {
+  auto& kv = session_.kv();
+  const int64_t keep = std::min<int64_t>(kv_valid_, (int64_t)history_.size());
+  kv.trim(kv.length() - keep);
+  if (keep < (int64_t)history_.size())
+    DSPARK_RETURN_IF_ERROR(model_.forward(
+        session_, std::span<const int32_t>(history_.data() + keep, history_.size() - keep),
+        {model::LogitsMode::kNone, {}}));
+  kv_valid_ = (int64_t)history_.size();
+  return Status::ok();
+}
+
+Status ModelDrafter::draft(const DraftRequest& req, DraftResult* out) {
+  out->clear();
+  if (req.max_n <= 0) return Status::ok();
+  DSPARK_RETURN_IF_ERROR(sync());
+  const int64_t n_vocab = model_.config().n_vocab;
+  const int64_t room = session_.kv().n_ctx() - session_.kv().length();
+  const int n = (int)std::min<int64_t>(req.max_n, room);
+  int32_t tok = req.pending;
+  for (int i = 0; i < n; ++i) {
+    DSPARK_RETURN_IF_ERROR(model_.forward(session_, std::span<const int32_t>(&tok, 1), {model::LogitsMode::kLast, {}}));
+    if (req.temperature > 0) {
+      const auto& dist = sampler_.distribution(session_.logits(), n_vocab);
+      SparseDist q;
+      q.reserve(dist.size());
+      for (const auto& tp : dist) q.emplace_back(tp.id, tp.p);
+      const double u = req.rng->uniform();
+      double cum = 0;
+      tok = dist.back().id;
+      for (const auto& tp : dist) {
+        cum += tp.p;
+        if (u < cum) { tok = tp.id; break; }
+      }
+      out->q.push_back(std::move(q));
+    } else {
+      tok = (int32_t)std::distance(session_.logits(),
+                                   std::max_element(session_.logits(), session_.logits() + n_vocab));
+    }
+    out->tokens.push_back(tok);
+  }
+  // The KV now holds pending + drafts[0..n-1) after history_; they are valid only once committed.
+  return Status::ok();
+}
+
+Status ModelDrafter::commit(std::span<const int32_t> committed, int64_t pos, const TapRows&) {
+  if (pos != (int64_t)history_.size()) return Status::error("draft-model drafter: commit at an unexpected position");
+  // KV rows beyond history_ hold pending and the drafts in order; the committed ones are valid.
+  const int64_t cached_beyond = session_.kv().length() - (int64_t)history_.size();
+  history_.insert(history_.end(), committed.begin(), committed.end());
+  kv_valid_ = (int64_t)history_.size() - (int64_t)committed.size() +
+              std::min<int64_t>(cached_beyond, (int64_t)committed.size());
+  return Status::ok();
+}
+
+Status check_same_vocab(const tokenizer::SpmTokenizer& target, const tokenizer::SpmTokenizer& draft) {
+  if (target.n_vocab() != draft.n_vocab())
+    return Status::error("draft model vocabulary has " + std::to_string(draft.n_vocab()) + " tokens, target has " +
+                         std::to_string(target.n_vocab()));
+  for (int32_t id = 0; id < target.n_vocab(); ++id)
+    if (target.token_text(id) != draft.token_text(id))
+      return Status::error("draft model vocabulary differs from the target's at token " + std::to_string(id) +
+                           " ('" + draft.token_text(id) + "' vs '" + target.token_text(id) + "')");
+  if (target.bos() != draft.bos() || target.eos() != draft.eos())
+    return Status::error("draft model BOS/EOS ids differ from the target's");
+  return Status::ok();
+}
+
+}  // namespace dspark::spec

@@ -1,0 +1,37 @@
+// Two-model drafter: a second, smaller GGUF model with an identical vocabulary drafts greedily
+// (temperature 0) or by sampling its own distribution (temperature > 0, q reported). It keeps its
+// own KV cache and re-syncs it to the committed history before each draft.
+#pragma once
+
+#include <memory>
+
+#include "model/gemma3.h"
+#include "sample/sampler.h"
+#include "spec/drafter.h"
+#include "tokenizer/spm.h"
+
+namespace dspark::spec {
+
+class ModelDrafter : public Drafter {
+ public:
+  // The model must outlive the drafter. `sampler` carries the request's transforms (top-k/p...).
+  ModelDrafter(const model::Gemma3Model& model, const model::SessionOptions& opt, ThreadPool* pool,
+               const sample::SamplerConfig& sampler);
+  std::string kind() const override { return "draft-model"; }
+  Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
+  Status draft(const DraftRequest& req, DraftResult* out) override;
+  Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;
+
+ private:
+  Status sync();  // make the KV hold exactly history_
+  const model::Gemma3Model& model_;
+  model::Session session_;
+  sample::Sampler sampler_;
+  std::vector<int32_t> history_;  // committed tokens [0, P)
+  int64_t kv_valid_ = 0;          // leading KV positions known to match history_
+};
+
+// Refuses drafters whose vocabulary differs from the target's (size or any token text).
+Status check_same_vocab(const tokenizer::SpmTokenizer& target, const tokenizer::SpmTokenizer& draft);
+
+}  // namespace dspark::spec

@@ -1,0 +1,32 @@
+// Prompt-lookup drafter: proposes the continuation of the most recent earlier occurrence of the
+// last n tokens (n = max_ngram down to min_ngram) of the committed history + pending token.
+// No weights; greedy (q is one-hot).
+#pragma once
+
+#include "spec/drafter.h"
+
+namespace dspark::spec {
+
+struct NgramConfig {
+  int max_ngram = 3;
+  int min_ngram = 1;
+};
+
+// Pure matcher, exposed for tests: the continuation (up to max_n tokens) of the latest earlier
+// match of the suffix of `seq` of length n, trying n = max_ngram..min_ngram; empty if none.
+std::vector<int32_t> ngram_lookup(std::span<const int32_t> seq, const NgramConfig& cfg, int max_n);
+
+class NgramDrafter : public Drafter {
+ public:
+  explicit NgramDrafter(NgramConfig cfg = {}) : cfg_(cfg) {}
+  std::string kind() const override { return "ngram"; }
+  Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
+  Status draft(const DraftRequest& req, DraftResult* out) override;
+  Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;
+
+ private:
+  NgramConfig cfg_;
+  std::vector<int32_t> history_;  // committed tokens [0, P)
+};
+
+}  // namespace dspark::spec

@@ -1,0 +1,28 @@
+// The speculative decoding loop (DSPARK.md §4): draft -> one target forward over
+// [pending, drafts] -> accept -> roll back the target KV -> commit to the drafter.
+#pragma once
+
+#include "generate/generate.h"
+#include "spec/drafter.h"
+#include "spec/telemetry.h"
+
+namespace dspark::spec {
+
+struct SpecParams {
+  generate::GenerateParams gen;  // max tokens, stop strings, sampler (temperature 0 = greedy)
+  int gamma = 5;                 // proposal length cap per round
+};
+
+struct SpecResult {
+  generate::GenerateResult out;  // tokens, text, finish reason, prefill/decode timing
+  SpecStats stats;
+};
+
+// Clears the session, prefills prompt[0, L-1) (the last prompt token heads the first verify
+// window), then runs rounds until a stop. At temperature 0 the output equals serial greedy
+// decoding; at temperature > 0 it is distributed as the target's samples.
+Result<SpecResult> generate_spec(const model::Gemma3Model& model, model::Session& session,
+                                 const tokenizer::SpmTokenizer& tok, std::span<const int32_t> prompt,
+                                 const SpecParams& params, Drafter& drafter, const generate::TextCallback& on_text);
+
+}  // namespace dspark::spec
