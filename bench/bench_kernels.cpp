@@ -64,13 +64,14 @@ dspark::ThreadPool& pool(int n) {
   return n == 1 ? p1 : p2;
 }
 
-// args: shape index, n_tokens, threads, isa
+// args: shape index, n_tokens, threads, isa (0 scalar, 1 avx2, 2 avx512-vnni, 3 avx512 + AMX-INT8)
 void BM_Matmul(benchmark::State& state) {
   const int shape = (int)state.range(0);
   const int64_t ntok = state.range(1);
   const int threads = (int)state.range(2);
-  const Isa isa = (Isa)state.range(3);
-  if (isa > detect_isa()) {
+  const bool amx = state.range(3) == 3;
+  const Isa isa = amx ? Isa::kAvx512 : (Isa)state.range(3);
+  if (isa > detect_isa() || (amx && !amx_available())) {
     state.SkipWithError("ISA not available");
     return;
   }
@@ -81,6 +82,7 @@ void BM_Matmul(benchmark::State& state) {
   MatmulContext ctx;
   ctx.isa = isa;
   ctx.pool = &pool(threads);
+  ctx.allow_amx = amx;
   for (auto _ : state) {
     matmul(ctx, w.m, x.data(), ntok, y.data(), w.m.n_rows);
     benchmark::DoNotOptimize(y.data());
@@ -90,15 +92,17 @@ void BM_Matmul(benchmark::State& state) {
   state.counters["GMAC/s"] = benchmark::Counter((double)w.m.n_rows * (double)w.m.n_cols * (double)ntok,
                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.SetLabel(std::string(kShapes[shape].name) + " tok=" + std::to_string(ntok) + " thr=" + std::to_string(threads) +
-                 " " + isa_name(isa));
+                 " " + (amx ? "avx512-amx" : isa_name(isa)));
 }
 
 void Args(benchmark::internal::Benchmark* b) {
   const int n_shapes = (int)(sizeof(kShapes) / sizeof(kShapes[0]));
-  for (int isa : {2, 1})
+  for (int isa : {3, 2, 1})
     for (int s = 0; s < n_shapes; ++s)
-      for (int64_t ntok : {1, 8, 64, 512}) {
-        if (s == 0 && ntok > 8) continue;  // lm_head runs for the last token only
+      for (int64_t ntok : {1, 2, 4, 8, 16, 64, 512}) {
+        if (s == 0 && ntok > 16) continue;  // lm_head: last token, or a few for speculative verify
+        if (s != 0 && (ntok == 2 || ntok == 4)) continue;
+        if (isa == 3 && ntok == 1) continue;  // AMX is for n_tokens >= 2
         for (int threads : {1, 2}) b->Args({s, ntok, threads, isa});
       }
 }

@@ -5,7 +5,7 @@ function(dspark_library name)
   target_include_directories(dspark_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
 endfunction()
 
-# Per-file ISA flags: *_avx2.cpp and *_avx512.cpp are compiled for their ISA only; everything else
+# Per-file ISA flags: *_avx2.cpp, *_avx512.cpp and *_amx.cpp (AMX-INT8 + AVX-512) are compiled for their ISA only; everything else
 # stays baseline x86-64 so the binary runs anywhere and dispatches at run time.
 function(dspark_kernel_isa_flags target)
   get_target_property(srcs ${target} SOURCES)
@@ -13,6 +13,9 @@ function(dspark_kernel_isa_flags target)
     if(src MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
         "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mavx512vnni;-mavx2;-mfma;-mf16c;-mbmi2")
+    elseif(src MATCHES "_amx\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+        "-mamx-tile;-mamx-int8;-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mavx512dq;-mavx2;-mfma;-mf16c;-mbmi2")
     elseif(src MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mbmi2")
     endif()

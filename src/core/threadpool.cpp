@@ -14,6 +14,12 @@
 
 namespace dspark {
 
+namespace {
+// ~50-100 us of pause instructions: long enough to catch the next kernel of a decode step
+// (they come every few tens of microseconds), short enough not to steal a shared core.
+constexpr int kSpinIterations = 4000;
+}  // namespace
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -41,7 +47,12 @@ void ThreadPool::run(const Job& job) {
   }
   if (sleepers_.load() > 0) cv_.notify_all();
   job(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) DSPARK_PAUSE();
+  // Spin briefly, then yield: on an oversubscribed machine the worker we wait for may be
+  // descheduled, and burning our time slice would only delay it.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kSpinIterations) DSPARK_PAUSE();
+    else std::this_thread::yield();
+  }
   job_ = nullptr;
 }
 
@@ -50,7 +61,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     // Spin for a while, then sleep until the generation changes.
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < 200000; ++spin) {
+    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
       DSPARK_PAUSE();
       gen = generation_.load(std::memory_order_acquire);
     }

@@ -36,7 +36,13 @@ struct MatmulContext {
   Isa isa = Isa::kScalar;
   ThreadPool* pool = nullptr;        // nullptr = single-threaded
   std::vector<uint8_t> act_scratch;  // quantized activations
+  // With isa == kAvx512: use AMX-INT8 tiles for n_tokens >= 8 when the CPU and OS allow it
+  // (see amx_available()). false forces the AVX-512 VNNI path (tests, benchmarks).
+  bool allow_amx = true;
 };
+
+// True if this CPU/OS can run the AMX-INT8 matmul path (checked and permission requested once).
+bool amx_available();
 
 // y[t, r] = dot(W[r, :], x[t, :]) for t < n_tokens, r < n_rows.
 // x: [n_tokens, n_cols] f32, row stride n_cols; y: [n_tokens, ldy] f32 (only first n_rows written).

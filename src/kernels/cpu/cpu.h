@@ -69,4 +69,18 @@ struct KernelSet {
 bool kernels_avx2(DType t, KernelSet* out);
 bool kernels_avx512(DType t, KernelSet* out);
 
+// AMX-INT8 path for n_tokens >= amx_min_tokens(type) (gemm_amx.cpp; call only when amx_usable()).
+// It takes the AVX-512 kernels' packed activations after amx_prepare_act (qs back to signed int8,
+// Q8_K bsums turned into 32-element pair sums), with rows up to a multiple of kAmxTokenPad readable
+// (zero filled) past n_tok.
+constexpr int64_t kAmxMinTokens = 8;
+constexpr int64_t kAmxMinTokensQ8_0 = 2;  // Q8_0 with <= 32 tokens reads raw weight rows as tiles
+inline int64_t amx_min_tokens(DType t) { return t == DType::Q8_0 ? kAmxMinTokensQ8_0 : kAmxMinTokens; }
+constexpr int64_t kAmxTokenPad = 32;
+bool amx_usable();  // CPUID AMX-TILE/INT8 + OS tile state + Linux arch_prctl permission (once)
+bool amx_supports(DType t);
+void amx_prepare_act(uint8_t* row, const ActLayout& L);
+void gemm_amx(const QMatrix& w, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, int64_t n_tok,
+              float* y, int64_t ldy);
+
 }  // namespace dspark::kernels::cpu

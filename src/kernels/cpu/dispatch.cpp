@@ -1,4 +1,8 @@
 // ISA detection, per-(type, ISA) kernel selection and the threaded matmul driver.
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -23,6 +27,32 @@ Isa detect_isa() {
   }();
   return isa;
 }
+
+namespace cpu {
+
+bool amx_usable() {
+  static const bool ok = [] {
+    if (detect_isa() != Isa::kAvx512) return false;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!((d >> 24) & 1) || !((d >> 25) & 1)) return false;  // AMX-TILE, AMX-INT8
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return false;  // OSXSAVE
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if (((lo >> 17) & 3) != 3) return false;  // XTILECFG + XTILEDATA enabled by the OS
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return ok;
+}
+
+}  // namespace cpu
+
+bool amx_available() { return cpu::amx_usable(); }
 
 const char* isa_name(Isa isa) {
   switch (isa) {
@@ -92,6 +122,18 @@ void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_toke
     return;
   }
   const cpu::ActLayout L = cpu::act_layout(ks.act, w.n_cols);
+  if (isa == Isa::kAvx512 && ctx.allow_amx && n_tokens >= cpu::amx_min_tokens(w.type) && cpu::amx_supports(w.type) &&
+      cpu::amx_usable()) {
+    const int64_t n_pad = (n_tokens + cpu::kAmxTokenPad - 1) / cpu::kAmxTokenPad * cpu::kAmxTokenPad;
+    uint8_t* buf = scratch(ctx, L.stride * (size_t)n_pad);
+    for_tokens(ctx, n_tokens, [&](int64_t t) {
+      ks.quantize(x + t * w.n_cols, buf + t * L.stride, L);
+      cpu::amx_prepare_act(buf + t * L.stride, L);
+    });
+    std::memset(buf + (size_t)n_tokens * L.stride, 0, (size_t)(n_pad - n_tokens) * L.stride);
+    for_rows(ctx, w.n_rows, [&](int64_t r0, int64_t r1) { cpu::gemm_amx(w, r0, r1, buf, L, n_tokens, y, ldy); });
+    return;
+  }
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   if (ks.quantize) {
     uint8_t* buf = scratch(ctx, L.stride * (size_t)n_tokens);

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/cpu.h"
@@ -404,8 +405,13 @@ inline void quantize_q8_K(const float* x, uint8_t* dst, const ActLayout& L) {
   float* d = reinterpret_cast<float*>(dst + L.off_d);
   auto* bs = reinterpret_cast<int16_t*>(dst + L.off_bs);
   for (int64_t b = 0; b < L.n_cols / 256; ++b, x += 256) {
-    __m256 m = _mm256_setzero_ps();
-    for (int k = 0; k < 256; k += 8) m = _mm256_max_ps(m, abs8(_mm256_loadu_ps(x + k)));
+    __m256 m = _mm256_setzero_ps(), vmax = _mm256_set1_ps(-INFINITY), vmin = _mm256_set1_ps(INFINITY);
+    for (int k = 0; k < 256; k += 8) {
+      const __m256 v = _mm256_loadu_ps(x + k);
+      m = _mm256_max_ps(m, abs8(v));
+      vmax = _mm256_max_ps(vmax, v);
+      vmin = _mm256_min_ps(vmin, v);
+    }
     const float amax = hmax8(m);
     uint8_t* q8 = dst + 256 * b;
     if (!(amax > 0.f)) {
@@ -414,9 +420,16 @@ inline void quantize_q8_K(const float* x, uint8_t* dst, const ActLayout& L) {
       d[b] = 0.f;
       continue;
     }
-    float max = 0.f;
-    for (int k = 0; k < 256; ++k)
-      if (x[k] == amax || x[k] == -amax) { max = x[k]; break; }
+    // The signed value of the first element with |x| == amax (ggml's reference picks that one).
+    const float hi = hmax8(vmax), lo = -hmax8(_mm256_sub_ps(_mm256_setzero_ps(), vmin));
+    float max;
+    if (hi == amax && lo != -amax) max = amax;
+    else if (lo == -amax && hi != amax) max = -amax;
+    else {  // both signs reach amax: scan for the first
+      max = 0.f;
+      for (int k = 0; k < 256; ++k)
+        if (x[k] == amax || x[k] == -amax) { max = x[k]; break; }
+    }
     const float iscale = -127.f / max;
     const __m256 is = _mm256_set1_ps(iscale);
     for (int c = 0; c < 8; ++c) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,12 +45,13 @@ ThreadPool& pool2() {
 
 // Runs matmul with `isa` / `threads` and checks it against matmul_ref.
 void check(const test::TestMatrix& w, const std::vector<float>& x, int64_t ntok, Isa isa, int threads,
-           const std::string& what) {
+           const std::string& what, bool allow_amx = true) {
   const int64_t rows = w.m.n_rows, ldy = rows + 3;
   std::vector<float> y((size_t)(ntok * ldy), -777.f), yr((size_t)(ntok * rows));
   MatmulContext ctx;
   ctx.isa = isa;
   ctx.pool = threads > 1 ? &pool2() : nullptr;
+  ctx.allow_amx = allow_amx;
   matmul(ctx, w.m, x.data(), ntok, y.data(), ldy);
   matmul_ref(w.m, x.data(), ntok, yr.data(), rows);
   const auto scale = test::abs_scale(w.m, x, ntok);
@@ -60,7 +62,7 @@ void check(const test::TestMatrix& w, const std::vector<float>& x, int64_t ntok,
       const double got = y[(size_t)(t * ldy + r)], want = yr[(size_t)(t * rows + r)];
       const double lim = tol * scale[(size_t)(t * rows + r)] + 1e-30;
       if (!(std::fabs(got - want) <= lim) && bad++ < 3)
-        ADD_FAILURE() << what << " " << isa_name(isa) << " t=" << t << " r=" << r << " got " << got << " want " << want
+        ADD_FAILURE() << what << " " << isa_name(isa) << (allow_amx ? "" : " no-amx") << " t=" << t << " r=" << r << " got " << got << " want " << want
                       << " lim " << lim;
     }
     for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[(size_t)(t * ldy + r)], -777.f) << "wrote past n_rows";
@@ -104,7 +106,11 @@ TEST_P(SimdVsRef, TokensAndThreads) {
   for (int64_t ntok : {1, 2, 3, 5, 8, 16, 17, 64}) {
     const auto x = test::make_values(rng, cols * ntok, test::Pattern::kRandom);
     for (Isa isa : test::available_isas())
-      for (int threads : {1, 2}) check(w, x, ntok, isa, threads, std::string(dtype_name(t)) + " ntok=" + std::to_string(ntok));
+      for (int threads : {1, 2}) {
+        const std::string what = std::string(dtype_name(t)) + " ntok=" + std::to_string(ntok);
+        check(w, x, ntok, isa, threads, what);
+        if (isa == Isa::kAvx512 && amx_available()) check(w, x, ntok, isa, threads, what, /*allow_amx=*/false);
+      }
   }
 }
 
@@ -134,6 +140,88 @@ TEST(SimdQ8_0, MatvecGroupsAndOddBlocks) {
     const auto x = test::make_values(rng, 32 * nblk, test::Pattern::kRandom);
     for (Isa isa : test::available_isas())
       for (int threads : {1, 2}) check(w, x, 1, isa, threads, "Q8_0 blocks=" + std::to_string(nblk));
+  }
+}
+
+// AMX vs the AVX-512 VNNI path: same quantized activations (so no Q8_0 rounding-tie differences
+// with the reference, which large random inputs do hit), identical int32 sums, f32 order differs.
+void check_amx_vs_vnni(const test::TestMatrix& w, const std::vector<float>& x, int64_t ntok, int threads,
+                       const std::string& what) {
+  const int64_t rows = w.m.n_rows, ldy = rows + 5;
+  std::vector<float> y((size_t)(ntok * ldy), -777.f), yv((size_t)(ntok * rows));
+  MatmulContext ctx;
+  ctx.isa = Isa::kAvx512;
+  ctx.pool = threads > 1 ? &pool2() : nullptr;
+  matmul(ctx, w.m, x.data(), ntok, y.data(), ldy);
+  ctx.allow_amx = false;
+  matmul(ctx, w.m, x.data(), ntok, yv.data(), rows);
+  const auto scale = test::abs_scale(w.m, x, ntok);
+  int bad = 0;
+  for (int64_t t = 0; t < ntok; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const double got = y[(size_t)(t * ldy + r)], want = yv[(size_t)(t * rows + r)];
+      const double lim = kTolSimdVsRefInt * scale[(size_t)(t * rows + r)] + 1e-30;
+      if (!(std::fabs(got - want) <= lim) && bad++ < 3)
+        ADD_FAILURE() << what << " amx t=" << t << " r=" << r << " got " << got << " want " << want << " lim " << lim;
+    }
+    for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[(size_t)(t * ldy + r)], -777.f) << "wrote past n_rows";
+  }
+}
+
+// AMX-INT8 path (n_tokens >= 8 on AMX CPUs, >= 2 for Q8_0): 32-row panels and 32-token steps with
+// partial rows / tokens, 8-chunk groups with a partial last group, the Q8_0 direct path
+// (<= 32 tokens), every data pattern, 1 and 2 threads.
+TEST(SimdAmx, PanelsTokensAndPatterns) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX-INT8";
+  Rng rng(2024);
+  const test::Pattern patterns[] = {test::Pattern::kRandom, test::Pattern::kZeroBlocks, test::Pattern::kAllEqual,
+                                    test::Pattern::kLarge};
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int64_t blk = block_of(t);
+    for (int64_t nblk : blk == 32 ? std::vector<int64_t>{1, 8, 9, 20} : std::vector<int64_t>{1, 3}) {
+      const int64_t cols = nblk * blk;
+      for (int64_t rows : {1, 17, 33, 67}) {
+        for (auto pw : patterns) {
+          auto w = test::make_matrix(rng, t, rows, cols, pw);
+          for (int64_t ntok : {2, 3, 8, 9, 16, 31, 33, 70}) {
+            if (ntok < 8 && t != DType::Q8_0) continue;  // only Q8_0 takes AMX below 8 tokens
+            const auto px = pw == test::Pattern::kRandom ? test::Pattern::kZeroBlocks : pw;
+            const auto x = test::make_values(rng, cols * ntok, ntok % 2 ? px : test::Pattern::kRandom);
+            const std::string what = std::string(dtype_name(t)) + " rows=" + std::to_string(rows) + " cols=" +
+                                     std::to_string(cols) + " ntok=" + std::to_string(ntok) + " pw=" + std::to_string((int)pw);
+            check_amx_vs_vnni(w, x, ntok, ntok % 3 ? 1 : 2, what);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Q8_0 direct path (raw weight rows as tiles): widest supported row (256 blocks), one past it
+// (general AMX path), partial last panel, one and two token tiles.
+TEST(SimdAmx, Q8_0DirectWidths) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX-INT8";
+  Rng rng(11);
+  for (int64_t nblk : {2, 20, 256, 257}) {
+    auto w = test::make_matrix(rng, DType::Q8_0, 45, 32 * nblk, test::Pattern::kRandom);
+    for (int64_t ntok : {2, 8, 17, 32}) {
+      const auto x = test::make_values(rng, 32 * nblk * ntok, test::Pattern::kRandom);
+      for (int threads : {1, 2})
+        check_amx_vs_vnni(w, x, ntok, threads, "Q8_0 blocks=" + std::to_string(nblk) + " ntok=" + std::to_string(ntok));
+    }
+  }
+}
+
+// Prefill-sized token counts on model-like widths.
+TEST(SimdAmx, ManyTokens) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX-INT8";
+  Rng rng(7);
+  for (DType t : {DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    auto w = test::make_matrix(rng, t, 48, t == DType::Q5_0 || t == DType::Q8_0 ? 640 : 1024, test::Pattern::kRandom);
+    for (int64_t ntok : {100, 512, 600}) {
+      const auto x = test::make_values(rng, w.m.n_cols * ntok, test::Pattern::kRandom);
+      for (int threads : {1, 2}) check_amx_vs_vnni(w, x, ntok, threads, std::string(dtype_name(t)) + " ntok=" + std::to_string(ntok));
+    }
   }
 }
 
@@ -167,6 +255,36 @@ TEST(SimdQuantizer, MatchesRefOnRandomData) {
           q = isa == Isa::kAvx512 ? q - 128 : (int)(int8_t)q;
           ASSERT_EQ((float)q * d[i / blk], deq_ref[(size_t)i]) << isa_name(isa) << " " << dtype_name(at) << " i=" << i;
         }
+      }
+    }
+  }
+}
+
+// Q8_K's scale takes the sign of the first element with the largest |x|: cover a block where
+// only +amax, only -amax, and both (in either order) occur.
+TEST(SimdQuantizer, Q8_KSignOfFirstMax) {
+  for (Isa isa : test::available_isas()) {
+    if (isa == Isa::kScalar) continue;
+    cpu::KernelSet ks;
+    ASSERT_TRUE(isa == Isa::kAvx512 ? cpu::kernels_avx512(DType::Q4_K, &ks) : cpu::kernels_avx2(DType::Q4_K, &ks));
+    const int64_t n = 256;
+    const auto L = cpu::act_layout(ks.act, n);
+    for (int c = 0; c < 4; ++c) {
+      std::vector<float> x((size_t)n);
+      for (int64_t i = 0; i < n; ++i) x[(size_t)i] = 0.01f * (float)((i * 37) % 101 - 50);
+      if (c == 0 || c == 2) x[40] = 3.f;
+      if (c == 1 || c == 2) x[200] = -3.f;
+      if (c == 3) { x[10] = -3.f; x[250] = 3.f; }
+      std::vector<uint8_t> packed(L.stride);
+      ks.quantize(x.data(), packed.data(), L);
+      std::vector<uint8_t> ref(row_bytes(DType::Q8_K, n));
+      quantize_row_ref(DType::Q8_K, x.data(), ref.data(), n);
+      float dref;
+      std::memcpy(&dref, ref.data(), 4);
+      EXPECT_EQ(reinterpret_cast<const float*>(packed.data() + L.off_d)[0], dref) << isa_name(isa) << " case " << c;
+      for (int64_t i = 0; i < n; ++i) {
+        const int q = isa == Isa::kAvx512 ? (int)packed[(size_t)i] - 128 : (int)(int8_t)packed[(size_t)i];
+        ASSERT_EQ(q, (int)(int8_t)ref[4 + (size_t)i]) << isa_name(isa) << " case " << c << " i=" << i;
       }
     }
   }
