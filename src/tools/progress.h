@@ -14,8 +14,10 @@ class ProgressBar {
       : label_(std::move(label)), total_(total), unit_(std::move(unit)) {}
   // Redraws at most every 100 ms (and always at the end).
   void update(uint64_t done) {
+    if (finished_) return;
     const auto now = std::chrono::steady_clock::now();
     if (done < total_ && now - last_ < std::chrono::milliseconds(100)) return;
+    finished_ = done >= total_;
     last_ = now;
     const double frac = total_ ? (double)done / (double)total_ : 1.0;
     const int width = 30, fill = (int)(frac * width);
@@ -32,6 +34,7 @@ class ProgressBar {
   uint64_t total_;
   std::string unit_;
   std::chrono::steady_clock::time_point last_{};
+  bool finished_ = false;
 };
 
 }  // namespace dspark::tools

@@ -6,7 +6,9 @@
 
 #include "core/threadpool.h"
 #include "generate/generate.h"
+#include "spec/spec_decode.h"
 #include "tokenizer/chat_template.h"
+#include "tools/drafter_factory.h"
 #include "tools/args.h"
 #include "tools/loaded_model.h"
 #include "tools/verbs.h"
@@ -19,9 +21,15 @@ int verb_generate(int argc, char** argv) {
   double temp = 0.0, top_p = 1.0, min_p = 0.0;
   bool chat = false, json = false, ignore_eos = false;
   std::vector<std::string> stops;
-  Args args("dspark generate --model M -p TEXT [--chat] [-n N] [--temp T] [--seed S] [--json]",
+  std::string draft_path, draft_kind;
+  int64_t n_draft = 5;
+  double draft_threshold = 0.0;
+  Args args("dspark generate --model M -p TEXT [--chat] [-n N] [--temp T] [--seed S] [--json]\n"
+            "       [--draft-model PATH] [--draft-kind auto|ngram|draft-model|dspark] [--num-draft-tokens G]",
             "Generate a continuation of a prompt with the target model; text streams to stdout,\n"
-            "speeds go to stderr (or everything as one JSON object with --json).");
+            "speeds go to stderr (or everything as one JSON object with --json). With a drafter the\n"
+            "output is the same (temperature 0) or identically distributed (temperature > 0), and the\n"
+            "speculative telemetry is reported too.");
   args.add("--model,-m", &model_spec, "registry name or GGUF path");
   args.add("--cache-dir", &cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
   args.add("--prompt,-p", &prompt, "prompt text");
@@ -38,6 +46,11 @@ int verb_generate(int argc, char** argv) {
   args.add("--threads,-t", &threads, "worker threads (default: physical cores)", 1, 256);
   args.add("--ctx", &n_ctx, "context size in tokens", 16, 1 << 20);
   args.add_flag("--json", &json, "print one JSON object instead of streaming text");
+  args.add("--draft-model", &draft_path, "drafter: a GGUF with the target's vocabulary or a DSpark checkpoint dir");
+  args.add("--draft-kind", &draft_kind, "auto (from --draft-model), ngram (prompt lookup, no weights), draft-model, dspark");
+  args.add("--num-draft-tokens", &n_draft, "draft tokens per round at most (gamma)", 0, 64);
+  args.add("--draft-threshold", &draft_threshold, "dspark: stop drafting at the first slot with confidence below this",
+           0.0, 1.0);
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark generate: %s\n", st.message().c_str());
     return kExitBadInput;
@@ -89,8 +102,23 @@ int verb_generate(int argc, char** argv) {
                     .min_p = (float)min_p, .seed = (uint64_t)seed};
   generate::TextCallback on_text;
   if (!json) on_text = [](std::string_view t) { std::fwrite(t.data(), 1, t.size(), stdout); std::fflush(stdout); };
-  auto res = generate::generate(*lm->model, session, *lm->tok, ids, params, on_text);
-  if (!res) { std::fprintf(stderr, "\ndspark generate: %s\n", res.message().c_str()); return 1; }
+  const bool speculative = !draft_path.empty() || !draft_kind.empty();
+  Result<generate::GenerateResult> res = Status::error("not run");
+  spec::SpecStats stats;
+  if (speculative) {
+    DrafterOptions dopt{.kind = draft_kind.empty() ? "auto" : draft_kind, .path = draft_path, .gamma = (int)n_draft,
+                        .threshold = draft_threshold, .n_ctx = n_ctx};
+    auto bundle = make_drafter(dopt, *lm, params.sampler, &pool);
+    if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
+    spec::SpecParams sp{params, bundle->gamma};
+    auto r = spec::generate_spec(*lm->model, session, *lm->tok, ids, sp, *bundle->drafter, on_text);
+    if (!r) { std::fprintf(stderr, "\ndspark generate: %s\n", r.message().c_str()); return 1; }
+    stats = r->stats;
+    res = std::move(r->out);
+  } else {
+    res = generate::generate(*lm->model, session, *lm->tok, ids, params, on_text);
+    if (!res) { std::fprintf(stderr, "\ndspark generate: %s\n", res.message().c_str()); return 1; }
+  }
 
   if (json) {
     nlohmann::json j = {{"model", lm->path},
@@ -105,11 +133,18 @@ int verb_generate(int argc, char** argv) {
                         {"decode_tok_s", res->decode_tok_s()},
                         {"threads", threads},
                         {"peak_rss_bytes", peak_rss_bytes()}};
+    if (speculative) j["spec"] = stats.to_json();
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fprintf(stderr, "\n\nprompt tokens: %lld | generated: %zu (%s) | prefill: %.1f tok/s | decode: %.1f tok/s\n",
                  (long long)res->prompt_tokens, res->tokens.size(), generate::finish_reason_name(res->finish),
                  res->prefill_tok_s(), res->decode_tok_s());
+    if (speculative)
+      std::fprintf(stderr, "spec: %lld rounds, drafted %lld, accepted %lld (%.1f%%), tau %.2f tokens/round | "
+                   "draft %.0f ms, verify %.0f ms, accept %.0f ms, commit %.0f ms\n",
+                   (long long)stats.rounds, (long long)stats.drafted, (long long)stats.accepted,
+                   100 * stats.acceptance_rate(), stats.tau(), stats.draft_ms, stats.verify_ms, stats.accept_ms,
+                   stats.commit_ms);
   }
   return 0;
 }

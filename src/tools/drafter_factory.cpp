@@ -1,0 +1,73 @@
+#include "tools/drafter_factory.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "spec/drafter_model.h"
+#include "spec/drafter_ngram.h"
+
+namespace dspark::tools {
+
+namespace fs = std::filesystem;
+
+Result<std::string> detect_draft_kind(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const std::string cfg = path + "/config.json";
+    std::ifstream in(cfg);
+    if (!in) return Status::error(path + ": a drafter directory needs a config.json");
+    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return Status::error(cfg + ": not valid JSON");
+    if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+        j["architectures"][0] == "Gemma4DSparkModel")
+      return std::string("dspark");
+    return Status::error(cfg + ": architectures[0] is not \"Gemma4DSparkModel\" (unknown drafter architecture)");
+  }
+  if (fs::is_regular_file(path, ec)) {
+    std::ifstream in(path, std::ios::binary);
+    char magic[4] = {};
+    in.read(magic, 4);
+    if (in.gcount() == 4 && std::string(magic, 4) == "GGUF") return std::string("draft-model");
+    return Status::error(path + ": not a GGUF file and not a drafter directory");
+  }
+  return Status::error(path + ": no such drafter file or directory");
+}
+
+Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel& target,
+                                   const sample::SamplerConfig& sampler, ThreadPool* pool) {
+  if (opt.gamma < 0) return Status::error("--num-draft-tokens must be >= 0");
+  if (!(opt.threshold >= 0.0 && opt.threshold <= 1.0))
+    return Status::error("--draft-threshold must be in [0, 1], got " + std::to_string(opt.threshold));
+  std::string kind = opt.kind;
+  if (kind == "auto") {
+    if (opt.path.empty()) return Status::error("--draft-kind auto needs --draft-model PATH (or use --draft-kind ngram)");
+    auto k = detect_draft_kind(opt.path);
+    if (!k) return k.status();
+    kind = *k;
+  }
+  DrafterBundle b;
+  b.kind = kind;
+  b.gamma = opt.gamma;
+  if (kind == "ngram") {
+    if (!opt.path.empty()) std::fprintf(stderr, "warning: --draft-kind ngram ignores --draft-model\n");
+    b.drafter = std::make_unique<spec::NgramDrafter>();
+    return b;
+  }
+  if (opt.path.empty()) return Status::error("--draft-kind " + kind + " needs --draft-model PATH");
+  if (kind == "draft-model") {
+    auto lm = load_model(opt.path, "");
+    if (!lm) return Status::error("draft model: " + lm.message());
+    DSPARK_RETURN_IF_ERROR(spec::check_same_vocab(*target.tok, *lm->tok));
+    b.draft_model = std::make_unique<LoadedModel>(std::move(lm).value());
+    b.drafter = std::make_unique<spec::ModelDrafter>(*b.draft_model->model,
+                                                     model::SessionOptions{.n_ctx = opt.n_ctx, .max_batch = 512}, pool,
+                                                     sampler);
+    return b;
+  }
+  if (kind == "dspark") return Status::error("--draft-kind dspark: the DeepSpec drafter is not available in this build");
+  return Status::error("unknown --draft-kind '" + kind + "' (auto, ngram, draft-model, dspark)");
+}
+
+}  // namespace dspark::tools
