@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "kernels/ops.h"
 #include "tools/args.h"
+#include "tools/bench_spec.h"
 #include "tools/loaded_model.h"
 #include "tools/progress.h"
 #include "tools/verbs.h"
@@ -47,7 +48,11 @@ int verb_bench(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache;
   int64_t n_prompt = 512, n_gen = 128, threads = ThreadPool::default_threads(), repeats = 5;
   int64_t curve_ctx = 512, curve_max = 16;
-  bool json = false, curve = false;
+  bool json = false, curve = false, spec_mode = false, no_chat = false;
+  BenchSpecOptions sopt;
+  std::string draft_path, draft_kind = "ngram";
+  int64_t n_draft = 5, n_spec_prompts = sopt.n_prompts;
+  double draft_threshold = 0.0;
   Args args("dspark bench --model M -p 512 -n 128 --threads 2 [--repeats R] [--json] [--verify-curve]",
             "Prefill speed over -p synthetic tokens and decode speed over -n greedy tokens after a short\n"
             "prompt; medians of --repeats runs. --verify-curve also times one forward of 1..K new tokens\n"
@@ -62,6 +67,14 @@ int verb_bench(int argc, char** argv) {
   args.add("--curve-ctx", &curve_ctx, "context length before the curve's forwards", 1, 1 << 16);
   args.add("--curve-max", &curve_max, "largest number of new tokens on the curve", 1, 64);
   args.add_flag("--json", &json, "print one JSON object");
+  args.add_flag("--spec", &spec_mode, "serial vs speculative on a prompt file, per category (uses -n, default 64)");
+  args.add("--prompts", &sopt.prompts, "--spec: JSONL with {category, turns: [text]}");
+  args.add("--n-prompts", &n_spec_prompts, "--spec: prompts to run, round robin over categories", 1, 100000);
+  args.add_flag("--no-chat", &no_chat, "--spec: feed prompts raw instead of chat-templated");
+  args.add("--draft-model", &draft_path, "--spec: drafter GGUF or DSpark checkpoint dir");
+  args.add("--draft-kind", &draft_kind, "--spec: ngram, draft-model, dspark or auto");
+  args.add("--num-draft-tokens", &n_draft, "--spec: gamma", 0, 64);
+  args.add("--draft-threshold", &draft_threshold, "--spec: dspark confidence threshold", 0.0, 1.0);
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark bench: %s\n", st.message().c_str());
     return kExitBadInput;
@@ -69,6 +82,17 @@ int verb_bench(int argc, char** argv) {
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
   auto lm = load_model(model_spec, cache);
   if (!lm) { std::fprintf(stderr, "dspark bench: %s\n", lm.message().c_str()); return kExitBadInput; }
+  if (spec_mode) {
+    bool n_given = false;
+    for (int i = 2; i < argc; ++i) n_given |= std::string(argv[i]) == "-n" || std::string(argv[i]).rfind("--n-gen", 0) == 0;
+    sopt.n_gen = n_given ? n_gen : 64;
+    sopt.n_prompts = n_spec_prompts;
+    sopt.chat = !no_chat;
+    sopt.json = json;
+    sopt.threads = threads;
+    sopt.drafter = {.kind = draft_kind, .path = draft_path, .gamma = (int)n_draft, .threshold = draft_threshold};
+    return run_bench_spec(sopt, *lm);
+  }
   const auto& model = *lm->model;
   const int64_t n_vocab = model.config().n_vocab;
   const int64_t n_ctx = std::max<int64_t>({n_prompt, 8 + n_gen, curve ? curve_ctx + curve_max : 0}) + 8;

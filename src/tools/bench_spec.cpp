@@ -1,0 +1,157 @@
+#include "tools/bench_spec.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "generate/generate.h"
+#include "spec/spec_decode.h"
+#include "tokenizer/chat_template.h"
+#include "tools/args.h"
+#include "tools/progress.h"
+
+namespace dspark::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Prompt {
+  std::string category, text;
+};
+
+Result<std::vector<Prompt>> load_prompts(const std::string& path, int64_t n) {
+  std::ifstream in(path);
+  if (!in) return Status::error(path + ": cannot open the prompt file (--prompts)");
+  std::map<std::string, std::vector<Prompt>> by_cat;
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("turns") || !j["turns"].is_array() || j["turns"].empty() ||
+        !j["turns"][0].is_string())
+      return Status::error(path + ":" + std::to_string(line_no) + ": expected {\"category\", \"turns\": [text, ...]}");
+    by_cat[j.value("category", "all")].push_back({j.value("category", "all"), j["turns"][0].get<std::string>()});
+  }
+  std::vector<Prompt> out;  // round robin over categories, file order within each
+  for (size_t i = 0; (int64_t)out.size() < n; ++i) {
+    bool any = false;
+    for (auto& [cat, v] : by_cat)
+      if (i < v.size() && (int64_t)out.size() < n) { out.push_back(v[i]); any = true; }
+    if (!any) break;
+  }
+  if (out.empty()) return Status::error(path + ": no prompts");
+  return out;
+}
+
+struct Arm {
+  double ms = 0;
+  int64_t tokens = 0;
+  double tok_s() const { return ms > 0 ? tokens * 1e3 / ms : 0; }
+};
+
+}  // namespace
+
+int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
+  auto prompts = load_prompts(opt.prompts, opt.n_prompts);
+  if (!prompts) { std::fprintf(stderr, "dspark bench: %s\n", prompts.message().c_str()); return kExitBadInput; }
+  ThreadPool pool((int)opt.threads);
+  const int64_t n_ctx = 4096;
+  model::Session session(*lm.model, {.n_ctx = n_ctx, .max_batch = 512}, &pool);
+  generate::GenerateParams gp;
+  gp.max_tokens = (int32_t)opt.n_gen;
+  // Fixed-length runs: both arms generate exactly n_gen tokens, so their times compare.
+  gp.ignore_eos = true;
+
+  std::map<std::string, Arm> serial_by_cat, spec_by_cat;
+  std::map<std::string, spec::SpecStats> stats_by_cat;
+  spec::SpecStats total_stats;
+  int identical = 0, n_run = 0;
+  ProgressBar bar("bench --spec", prompts->size(), " prompts");
+  std::string kind;
+  for (size_t i = 0; i < prompts->size(); ++i) {
+    const Prompt& p = (*prompts)[i];
+    std::vector<int32_t> ids;
+    if (opt.chat) {
+      auto text = tokenizer::render_gemma3_chat({{"user", p.text}}, true, false);
+      if (!text) continue;
+      ids = lm.tok->encode(*text, true, true);
+    } else {
+      ids = lm.tok->encode(p.text, true, false);
+    }
+    if ((int64_t)ids.size() + opt.n_gen > n_ctx) continue;
+    auto bundle = make_drafter(opt.drafter, lm, gp.sampler, &pool);
+    if (!bundle) { std::fprintf(stderr, "dspark bench: %s\n", bundle.message().c_str()); return kExitBadInput; }
+    kind = bundle->kind;
+    std::vector<int32_t> serial_tokens, spec_tokens;
+    // Alternate which arm runs first so drift in machine load hits both equally.
+    for (int k = 0; k < 2; ++k) {
+      const bool run_spec = (k == 1) == (i % 2 == 0);
+      const auto t0 = Clock::now();
+      if (run_spec) {
+        spec::SpecParams sp{gp, bundle->gamma};
+        auto r = spec::generate_spec(*lm.model, session, *lm.tok, ids, sp, *bundle->drafter, {});
+        if (!r) { std::fprintf(stderr, "dspark bench: %s\n", r.message().c_str()); return 1; }
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        spec_by_cat[p.category].ms += ms;
+        spec_by_cat[p.category].tokens += (int64_t)r->out.tokens.size();
+        stats_by_cat[p.category].merge(r->stats);
+        total_stats.merge(r->stats);
+        spec_tokens = r->out.tokens;
+      } else {
+        auto r = generate::generate(*lm.model, session, *lm.tok, ids, gp, {});
+        if (!r) { std::fprintf(stderr, "dspark bench: %s\n", r.message().c_str()); return 1; }
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        serial_by_cat[p.category].ms += ms;
+        serial_by_cat[p.category].tokens += (int64_t)r->tokens.size();
+        serial_tokens = r->tokens;
+      }
+    }
+    identical += serial_tokens == spec_tokens;
+    ++n_run;
+    bar.update(i + 1);
+  }
+
+  nlohmann::json cats = nlohmann::json::object();
+  Arm serial_all, spec_all;
+  for (const auto& [cat, s] : serial_by_cat) {
+    const Arm& sp = spec_by_cat[cat];
+    const spec::SpecStats& st = stats_by_cat[cat];
+    serial_all.ms += s.ms; serial_all.tokens += s.tokens;
+    spec_all.ms += sp.ms; spec_all.tokens += sp.tokens;
+    cats[cat] = {{"serial_tok_s", s.tok_s()}, {"spec_tok_s", sp.tok_s()}, {"speedup", s.ms / sp.ms},
+                 {"tau", st.tau()}, {"acceptance_rate", st.acceptance_rate()}};
+  }
+  nlohmann::json j = {{"drafter", kind}, {"gamma", opt.drafter.gamma}, {"prompts", n_run}, {"gen_tokens", opt.n_gen},
+                      {"threads", opt.threads}, {"serial_tok_s", serial_all.tok_s()}, {"spec_tok_s", spec_all.tok_s()},
+                      {"speedup", serial_all.ms / spec_all.ms}, {"identical_outputs", identical},
+                      {"per_category", cats}, {"spec", total_stats.to_json()}};
+  if (opt.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("serial vs %s (gamma %d), %d prompts x %lld tokens, %lld threads, arms alternated per prompt\n\n",
+              kind.c_str(), opt.drafter.gamma, n_run, (long long)opt.n_gen, (long long)opt.threads);
+  std::printf("| category | serial tok/s | spec tok/s | speedup | tau | acceptance |\n|---|---|---|---|---|---|\n");
+  for (const auto& [cat, c] : cats.items())
+    std::printf("| %s | %.1f | %.1f | %.2fx | %.2f | %.1f%% |\n", cat.c_str(), c["serial_tok_s"].get<double>(),
+                c["spec_tok_s"].get<double>(), c["speedup"].get<double>(), c["tau"].get<double>(),
+                100 * c["acceptance_rate"].get<double>());
+  std::printf("| **all** | %.1f | %.1f | %.2fx | %.2f | %.1f%% |\n", serial_all.tok_s(), spec_all.tok_s(),
+              serial_all.ms / spec_all.ms, total_stats.tau(), 100 * total_stats.acceptance_rate());
+  std::printf("\nacceptance by position (accepted / drafted):");
+  for (size_t i = 0; i < total_stats.drafted_by_pos.size(); ++i)
+    std::printf(" %zu: %.2f", i, total_stats.drafted_by_pos[i] ? (double)total_stats.accepted_by_pos[i] / total_stats.drafted_by_pos[i] : 0.0);
+  std::printf("\noutputs identical to serial: %d / %d\n", identical, n_run);
+  std::printf("time: draft %.0f ms, verify %.0f ms, accept %.0f ms, commit %.0f ms over %lld rounds\n",
+              total_stats.draft_ms, total_stats.verify_ms, total_stats.accept_ms, total_stats.commit_ms,
+              (long long)total_stats.rounds);
+  return 0;
+}
+
+}  // namespace dspark::tools

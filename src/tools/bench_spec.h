@@ -1,0 +1,24 @@
+// `dspark bench --spec`: serial vs speculative decoding on a prompt file, alternating the two
+// arms prompt by prompt, reporting per-category tok/s, tau, acceptance by position and the
+// speedup ratio. Both arms share the model, the thread pool and the prompt.
+#pragma once
+
+#include <string>
+
+#include "tools/drafter_factory.h"
+
+namespace dspark::tools {
+
+struct BenchSpecOptions {
+  std::string prompts = "../shared/data/spec_bench_dev.jsonl";
+  int64_t n_prompts = 26;      // sampled round-robin over categories
+  int64_t n_gen = 64;
+  bool chat = true;
+  bool json = false;
+  int64_t threads = 2;
+  DrafterOptions drafter;
+};
+
+int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm);
+
+}  // namespace dspark::tools
