@@ -12,7 +12,7 @@ namespace dspark::tools {
 struct BenchSpecOptions {
   std::string prompts = "../shared/data/spec_bench_dev.jsonl";
   int64_t n_prompts = 26;      // sampled round-robin over categories
-  int64_t n_gen = 64;
+  int64_t n_gen = 128;
   bool chat = true;
   bool json = false;
   int64_t threads = 2;

@@ -67,7 +67,7 @@ int verb_bench(int argc, char** argv) {
   args.add("--curve-ctx", &curve_ctx, "context length before the curve's forwards", 1, 1 << 16);
   args.add("--curve-max", &curve_max, "largest number of new tokens on the curve", 1, 64);
   args.add_flag("--json", &json, "print one JSON object");
-  args.add_flag("--spec", &spec_mode, "serial vs speculative on a prompt file, per category (uses -n, default 64)");
+  args.add_flag("--spec", &spec_mode, "serial vs speculative on a prompt file, per category (-n tokens per prompt)");
   args.add("--prompts", &sopt.prompts, "--spec: JSONL with {category, turns: [text]}");
   args.add("--n-prompts", &n_spec_prompts, "--spec: prompts to run, round robin over categories", 1, 100000);
   args.add_flag("--no-chat", &no_chat, "--spec: feed prompts raw instead of chat-templated");
@@ -83,9 +83,7 @@ int verb_bench(int argc, char** argv) {
   auto lm = load_model(model_spec, cache);
   if (!lm) { std::fprintf(stderr, "dspark bench: %s\n", lm.message().c_str()); return kExitBadInput; }
   if (spec_mode) {
-    bool n_given = false;
-    for (int i = 2; i < argc; ++i) n_given |= std::string(argv[i]) == "-n" || std::string(argv[i]).rfind("--n-gen", 0) == 0;
-    sopt.n_gen = n_given ? n_gen : 64;
+    sopt.n_gen = n_gen;
     sopt.n_prompts = n_spec_prompts;
     sopt.chat = !no_chat;
     sopt.json = json;
