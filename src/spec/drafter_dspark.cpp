@@ -1,0 +1,209 @@
+#include "spec/drafter_dspark.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/ops.h"
+
+namespace dspark::spec {
+
+namespace {
+
+Status check_options(const DSparkOptions& opt, const DSparkConfig& c, const std::string& dir) {
+  if (!(opt.threshold >= 0.0f && opt.threshold <= 1.0f))
+    return Status::error("dspark drafter: threshold = " + std::to_string(opt.threshold) + " is outside [0, 1]");
+  if (opt.threshold > 0.0f && !c.confidence)
+    return Status::error("dspark drafter: threshold " + std::to_string(opt.threshold) + " needs a confidence head, but " +
+                         dir + "config.json: field 'enable_confidence_head' is false");
+  if (opt.gamma < 0 || opt.gamma > c.block_size)
+    return Status::error("dspark drafter: gamma = " + std::to_string(opt.gamma) + " is outside [1, block_size = " +
+                         std::to_string(c.block_size) + "] (0 = block_size)");
+  if (opt.fast_path_top_k < 1) return Status::error("dspark drafter: fast_path_top_k must be >= 1");
+  if (opt.ctx_reserve < 0) return Status::error("dspark drafter: ctx_reserve must be >= 0");
+  return Status::ok();
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::load(const std::string& dir, const model::Gemma3Model& target,
+                                                           const DSparkOptions& opt, ThreadPool* pool) {
+  const model::Gemma3Config& tc = target.config();
+  TargetTables tables;
+  tables.embed = target.weights().token_embd;
+  tables.lm_head = target.weights().token_embd;  // Gemma 3 ties the output matrix
+  tables.n_vocab = tc.n_vocab;
+  tables.n_embd = tc.n_embd;
+  return load(dir, target_shape(tc), &tables, opt, pool);
+}
+
+Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::load(const std::string& dir, const TargetShape& target,
+                                                           const TargetTables* tables, const DSparkOptions& opt,
+                                                           ThreadPool* pool) {
+  auto m = DSparkModel::load(dir, target, tables);
+  if (!m) return m.status();
+  return create(std::move(m.value()), opt, pool);
+}
+
+Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::create(std::shared_ptr<const DSparkModel> model,
+                                                             const DSparkOptions& opt, ThreadPool* pool) {
+  DSPARK_RETURN_IF_ERROR(check_options(opt, model->config(), model->dir()));
+  return std::unique_ptr<DSparkDrafter>(new DSparkDrafter(std::move(model), opt, pool));
+}
+
+DSparkDrafter::DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool)
+    : model_(std::move(model)), opt_(opt), markov_(*model_, opt.fast_path_top_k) {
+  const DSparkConfig& c = model_->config();
+  gamma_ = opt.gamma > 0 ? opt.gamma : (int)c.block_size;
+  const size_t vd = (size_t)model_->draft_vocab(), g = (size_t)c.block_size;
+  model_->init_scratch(s_, pool, opt.ctx_reserve);
+  hidden_.resize(g * (size_t)c.hidden_size);
+  base_.resize(g * vd);
+  scores_.resize(g * vd);
+  scores_valid_.assign(g, 0);
+  conf_logits_.reserve(g);
+}
+
+const float* DSparkDrafter::last_logits(int slot) const {
+  if (slot < 0 || slot >= last_slots_ || !scores_valid_[(size_t)slot]) return nullptr;
+  return scores_.data() + (size_t)slot * (size_t)model_->draft_vocab();
+}
+
+Status DSparkDrafter::begin(std::span<const int32_t> prompt, const TapRows& taps) {
+  const DSparkConfig& c = model_->config();
+  const size_t row = (size_t)(c.n_kv_heads * c.head_dim);
+  ctx_.k.resize((size_t)c.n_layers);
+  ctx_.v.resize((size_t)c.n_layers);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    ctx_.k[(size_t)l].clear();
+    ctx_.v[(size_t)l].clear();
+    ctx_.k[(size_t)l].reserve(row * (size_t)opt_.ctx_reserve);
+    ctx_.v[(size_t)l].reserve(row * (size_t)opt_.ctx_reserve);
+  }
+  ctx_.len = 0;
+  last_slots_ = 0;
+  if (taps.n_rows != (int64_t)prompt.size())
+    return Status::error("dspark drafter: begin got " + std::to_string(taps.n_rows) + " tap rows for a prompt of " +
+                         std::to_string(prompt.size()) + " tokens");
+  return model_->append_context(ctx_, s_, taps);
+}
+
+Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) {
+  if (pos != ctx_.len)
+    return Status::error("dspark drafter: commit at position " + std::to_string(pos) + ", but the drafter context has " +
+                         std::to_string(ctx_.len) + " rows");
+  if (taps.n_rows != (int64_t)committed.size())
+    return Status::error("dspark drafter: commit of " + std::to_string(committed.size()) + " tokens got " +
+                         std::to_string(taps.n_rows) + " tap rows");
+  return model_->append_context(ctx_, s_, taps);
+}
+
+// z_k = w·[h_k ; W1[prev_k]] + b (or w·h_k + b).
+float DSparkDrafter::confidence_logit(int slot, const float* w1_prev) const {
+  const DSparkConfig& c = model_->config();
+  const DSparkWeights& w = model_->weights();
+  const float* h = hidden_.data() + (size_t)slot * (size_t)c.hidden_size;
+  double z = w.conf_b;
+  for (int64_t i = 0; i < c.hidden_size; ++i) z += (double)w.conf_w[(size_t)i] * h[i];
+  if (c.confidence_with_markov)
+    for (int64_t i = 0; i < c.markov_rank; ++i) z += (double)w.conf_w[(size_t)(c.hidden_size + i)] * w1_prev[i];
+  return (float)z;
+}
+
+Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
+  out->tokens.clear();
+  out->confidence.clear();
+  conf_logits_.clear();
+  last_slots_ = 0;
+  const int n = std::min(gamma_, req.max_n);
+  const bool sampled = req.temperature > 0.0f;
+  if (!sampled) out->q.clear();
+  if (n <= 0) {
+    out->q.clear();
+    return Status::ok();
+  }
+  if (req.pos != ctx_.len)
+    return Status::error("dspark drafter: draft at position " + std::to_string(req.pos) + ", but the drafter context has " +
+                         std::to_string(ctx_.len) + " rows");
+  if (sampled && !req.rng) return Status::error("dspark drafter: temperature > 0 needs an rng");
+  const DSparkConfig& c = model_->config();
+  if (req.pending < 0 || req.pending >= c.vocab_size)
+    return Status::error("dspark drafter: anchor token " + std::to_string(req.pending) + " is outside the vocabulary");
+
+  const int64_t vd = model_->draft_vocab(), H = c.hidden_size;
+  // 1. Backbone over the whole block (γ rows: block rows attend to each other), logits for n rows.
+  model_->backbone(ctx_, s_, req.pending, hidden_.data());
+  model_->base_logits(s_, hidden_.data(), n, base_.data());
+
+  // 2-4. Sequential pass; the confidence of slot k uses h_k and W1[prev_k], known before drawing.
+  const bool want_conf = c.confidence && (opt_.threshold > 0.0f || opt_.report_confidence);
+  markov_.reset();
+  std::fill(scores_valid_.begin(), scores_valid_.end(), 0);
+  if (sampled) out->q.resize((size_t)n);
+  int32_t prev = req.pending;
+  int taken = 0;
+  for (int k = 0; k < n; ++k) {
+    const float* h_k = hidden_.data() + (size_t)k * (size_t)H;
+    if (markov_.enabled()) markov_.prepare(prev, h_k, s_.mm);
+    if (want_conf) {
+      // confidence_with_markov implies r > 0 (DSparkConfig), so W1[prev] is prepared.
+      const float* w1 = c.confidence_with_markov ? markov_.w1_row() : nullptr;
+      const float z = confidence_logit(k, w1);
+      const float conf = sigmoid(z);
+      conf_logits_.push_back(z);
+      out->confidence.push_back(conf);
+      if (opt_.threshold > 0.0f && conf < opt_.threshold) break;  // non-anticipating: uses slots <= k only
+    }
+    const float* u_row = base_.data() + (size_t)k * (size_t)vd;
+    float* s_row = scores_.data() + (size_t)k * (size_t)vd;
+    int64_t j;
+    if (!sampled) {
+      bool full = true;
+      if (markov_.enabled()) {
+        j = markov_.argmax(s_.mm, u_row, opt_.markov_fast_path, s_row, &full);
+      } else {
+        std::memcpy(s_row, u_row, (size_t)vd * 4);
+        j = kernels::argmax(s_row, vd);
+      }
+      scores_valid_[(size_t)k] = full;
+    } else {
+      // s_k = U_k + bias_k; draw from softmax(s_k / T); q = that distribution (d2t-mapped).
+      if (markov_.enabled()) {
+        markov_.full_bias(s_.mm, s_row);
+        for (int64_t v = 0; v < vd; ++v) s_row[v] += u_row[v];
+      } else {
+        std::memcpy(s_row, u_row, (size_t)vd * 4);
+      }
+      scores_valid_[(size_t)k] = 1;
+      const float mx = *std::max_element(s_row, s_row + vd);
+      const double inv_t = 1.0 / (double)req.temperature;
+      double sum = 0;
+      for (int64_t v = 0; v < vd; ++v) sum += std::exp(((double)s_row[v] - mx) * inv_t);
+      SparseDist& q = out->q[(size_t)k];
+      q.clear();
+      const double u = req.rng->uniform();
+      double cum = 0;
+      j = -1;
+      int64_t last_nz = 0;
+      for (int64_t v = 0; v < vd; ++v) {
+        const double p = std::exp(((double)s_row[v] - mx) * inv_t) / sum;
+        if (p <= 0) continue;
+        q.emplace_back(model_->to_target(v), (float)p);
+        last_nz = v;
+        cum += p;
+        if (j < 0 && u < cum) j = v;
+      }
+      if (j < 0) j = last_nz;  // rounding left u above the total
+    }
+    prev = model_->to_target(j);
+    out->tokens.push_back(prev);
+    taken = k + 1;
+  }
+  last_slots_ = std::max<int>(taken, (int)out->confidence.size());
+  if (sampled) out->q.resize((size_t)taken);
+  return Status::ok();
+}
+
+}  // namespace dspark::spec

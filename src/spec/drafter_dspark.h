@@ -1,0 +1,90 @@
+// DSpark drafter: the DeepSpec `Gemma4DSparkModel` (DSPARK.md §3.4-3.6) behind the Drafter interface.
+//
+// Per request: begin() projects the prompt's tap rows into per-layer context K/V; draft() runs
+// the block [anchor, MASK x (γ-1)] at positions P..P+γ-1 (P = committed length), then the
+// sequential Markov pass slot by slot (greedy, or sampled from softmax(s_k / T) at T > 0 with q =
+// that Markov-corrected distribution), with the confidence c_k computed before slot k is drawn so
+// the threshold truncation (first c_k < threshold) stops the pass early; commit() appends the
+// anchor + accepted rows (never rejected ones; nothing is ever recomputed).
+// Greedy slots use the exact Markov top-K fast path (dspark_markov.h) unless disabled.
+// Thread safety: one DSparkDrafter per request; the DSparkModel (weights) may be shared.
+// Lifetime: the target model (its token tables may be aliased) must outlive the drafter.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/gemma3.h"
+#include "spec/drafter.h"
+#include "spec/dspark_markov.h"
+#include "spec/dspark_model.h"
+
+namespace dspark::spec {
+
+struct DSparkOptions {
+  float threshold = 0.0f;         // in [0, 1]; > 0: truncate at the first slot with c_k < threshold
+  int gamma = 0;                  // draft length cap, 1..block_size; 0 = block_size
+  bool markov_fast_path = true;   // exact top-K Markov argmax at temperature 0
+  int fast_path_top_k = 64;       // K candidates of the fast path
+  bool report_confidence = false; // compute c_k (DraftResult::confidence) even when threshold == 0
+  int64_t ctx_reserve = 4096;     // context rows reserved at begin() (more grow the buffers)
+};
+
+class DSparkDrafter : public Drafter {
+ public:
+  // Loads `dir` against the target (pairing check; Gemma 3's tied token_embd serves as the table
+  // for drafters without embed_tokens / lm_head).
+  static Result<std::unique_ptr<DSparkDrafter>> load(const std::string& dir, const model::Gemma3Model& target,
+                                                     const DSparkOptions& opt, ThreadPool* pool);
+  // Same against a target described by shape and (optional) tables.
+  static Result<std::unique_ptr<DSparkDrafter>> load(const std::string& dir, const TargetShape& target,
+                                                     const TargetTables* tables, const DSparkOptions& opt,
+                                                     ThreadPool* pool);
+  // A new request state over already loaded (shared) weights.
+  static Result<std::unique_ptr<DSparkDrafter>> create(std::shared_ptr<const DSparkModel> model,
+                                                       const DSparkOptions& opt, ThreadPool* pool);
+
+  std::string kind() const override { return "dspark"; }
+  std::vector<int> required_taps() const override { return model_->config().target_layer_ids; }
+  Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
+  Status draft(const DraftRequest& req, DraftResult* out) override;
+  Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;
+
+  const DSparkModel& model() const { return *model_; }
+  const std::shared_ptr<const DSparkModel>& shared_model() const { return model_; }
+  const DSparkOptions& options() const { return opt_; }
+  int gamma() const { return gamma_; }
+  const MarkovFastPathStats& fast_path_stats() const { return markov_.stats(); }
+  void reset_fast_path_stats() { markov_.reset_stats(); }
+
+  // Inspection of the last draft() (tests, debugging). Rows are slots 0..last_slots()-1.
+  int last_slots() const { return last_slots_; }                              // slots drawn
+  const float* last_hidden() const { return hidden_.data(); }                  // [γ, H] post-final-norm
+  const float* last_base_logits() const { return base_.data(); }               // [n, V_d] softcapped U
+  // Markov-corrected s_k [V_d]; nullptr when the fast path skipped the full row.
+  const float* last_logits(int slot) const;
+  const std::vector<float>& last_conf_logits() const { return conf_logits_; }  // z_k of computed slots
+  int64_t context_len() const { return ctx_.len; }
+  const std::vector<float>& context_k(int64_t layer) const { return ctx_.k[(size_t)layer]; }  // [len, nKV, hd]
+  const std::vector<float>& context_v(int64_t layer) const { return ctx_.v[(size_t)layer]; }
+
+ private:
+  DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool);
+  float confidence_logit(int slot, const float* w1_prev) const;
+
+  std::shared_ptr<const DSparkModel> model_;
+  DSparkOptions opt_;
+  int gamma_ = 0;
+  DSparkContext ctx_;
+  DSparkScratch s_;
+  MarkovHead markov_;
+  std::vector<float> hidden_;       // [γ, H]
+  std::vector<float> base_;         // [γ, V_d]
+  std::vector<float> scores_;       // [γ, V_d] corrected rows
+  std::vector<char> scores_valid_;  // [γ]
+  std::vector<float> conf_logits_;  // [γ]
+  int last_slots_ = 0;
+};
+
+}  // namespace dspark::spec

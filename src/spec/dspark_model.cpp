@@ -1,0 +1,493 @@
+#include "spec/dspark_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "kernels/ops.h"
+
+namespace dspark::spec {
+
+namespace {
+
+constexpr int64_t kCtxChunk = 32;  // context rows projected per matmul batch
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// Round-to-nearest-even f32 -> bf16 -> f32 (the embedding scale is bf16(sqrt(H)), DSPARK.md §3.1).
+float round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  float y;
+  std::memcpy(&y, &u, 4);
+  return y;
+}
+
+bool float_dtype(formats::StDType t, DType* out) {
+  switch (t) {
+    case formats::StDType::kF32: *out = DType::F32; return true;
+    case formats::StDType::kF16: *out = DType::F16; return true;
+    case formats::StDType::kBF16: *out = DType::BF16; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+void dspark_rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += (double)x[i] * x[i];
+  const double scale = 1.0 / std::sqrt(ss / (double)n + (double)eps);
+  if (w)
+    for (int64_t i = 0; i < n; ++i) y[i] = (float)(x[i] * scale * w[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) y[i] = (float)(x[i] * scale);
+}
+
+// ---- loading ---------------------------------------------------------------------------------
+
+Result<std::shared_ptr<const DSparkModel>> DSparkModel::load(const std::string& dir_in, const TargetShape& target,
+                                                             const TargetTables* tables) {
+  std::string dir = dir_in.empty() ? "./" : dir_in;
+  if (dir.back() != '/') dir += '/';
+  const std::string cfg_file = dir + "config.json";
+  auto cfg = read_dspark_config(cfg_file);
+  if (!cfg) return cfg.status();
+  const DSparkConfig& c = cfg.value();
+
+  // Pairing (DSPARK.md §3.6, pitfall 17): the drafter helps only the target it was trained on.
+  auto mismatch = [&](const char* field, int64_t have, const std::string& target_what, int64_t want) {
+    return Status::error(cfg_file + ": field '" + field + "' = " + std::to_string(have) + " does not match the target (" +
+                         target_what + " " + std::to_string(want) + ")");
+  };
+  if (c.n_target_layers != target.n_layer) return mismatch("num_target_layers", c.n_target_layers, "n_layer", target.n_layer);
+  if (c.hidden_size != target.n_embd) return mismatch("hidden_size", c.hidden_size, "n_embd", target.n_embd);
+  if (c.vocab_size != target.n_vocab) return mismatch("vocab_size", c.vocab_size, "n_vocab", target.n_vocab);
+  for (int id : c.target_layer_ids)
+    if (id < -1 || id > target.n_layer - 2)
+      return Status::error(cfg_file + ": field 'target_layer_ids' entry " + std::to_string(id) +
+                           " is not a tap point of the target ({-1} U [0, " + std::to_string(target.n_layer - 2) + "])");
+
+  auto st = formats::SafetensorsModel::open_dir(dir);
+  if (!st) return st.status();
+  std::shared_ptr<DSparkModel> m(new DSparkModel());
+  m->dir_ = dir;
+  m->cfg_ = c;
+  m->st_ = std::make_unique<formats::SafetensorsModel>(std::move(st.value()));
+  DSPARK_RETURN_IF_ERROR(m->bind(target, tables));
+  return std::shared_ptr<const DSparkModel>(std::move(m));
+}
+
+Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) {
+  const DSparkConfig& c = cfg_;
+  const int64_t H = c.hidden_size, hd = c.head_dim, r = c.markov_rank;
+  std::set<std::string> used;
+
+  auto file_of = [&](const formats::StTensorInfo& info) {
+    const formats::SafetensorsFile* f = st_->file_of(info);
+    return f ? f->path() : dir_;
+  };
+  auto shape_error = [&](const formats::StTensorInfo& info, std::vector<int64_t> want) {
+    return Status::error(file_of(info) + ": tensor " + quoted(info.name) + " has shape " +
+                         formats::st_shape_string(info.shape) + ", expected " + formats::st_shape_string(want));
+  };
+  // A [rows, cols] float matrix as a QMatrix over the mapped data (copied if unaligned).
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols, kernels::QMatrix* out) -> Status {
+    const formats::StTensorInfo* info = st_->find(name);
+    if (!info) return Status::error(dir_ + ": missing tensor " + quoted(name));
+    used.insert(name);
+    DType t;
+    if (!float_dtype(info->dtype, &t))
+      return Status::error(file_of(*info) + ": tensor " + quoted(name) + " has dtype " +
+                           formats::st_dtype_name(info->dtype) + ", expected F32, F16 or BF16");
+    if (info->shape != std::vector<int64_t>{rows, cols}) return shape_error(*info, {rows, cols});
+    const uint8_t* p = st_->data(*info);
+    const size_t esz = formats::st_dtype_size(info->dtype);
+    if (reinterpret_cast<uintptr_t>(p) % esz != 0) {
+      owned_.emplace_back(new uint8_t[info->n_bytes]);
+      std::memcpy(owned_.back().get(), p, info->n_bytes);
+      p = owned_.back().get();
+    }
+    *out = kernels::QMatrix{t, rows, cols, p, (size_t)cols * esz};
+    return Status::ok();
+  };
+  auto vec = [&](const std::string& name, int64_t n, std::vector<float>* out) -> Status {
+    if (!st_->find(name)) return Status::error(dir_ + ": missing tensor " + quoted(name));
+    used.insert(name);
+    const int64_t shape[1] = {n};
+    auto v = st_->read_f32(name, shape);
+    if (!v) return v.status();
+    *out = std::move(v.value());
+    return Status::ok();
+  };
+
+  // d2t (E2) first: it fixes V_d.
+  int64_t vd = c.vocab_size;
+  if (const formats::StTensorInfo* info = st_->find("d2t")) {
+    used.insert("d2t");
+    if (info->dtype != formats::StDType::kI64 && info->dtype != formats::StDType::kI32)
+      return Status::error(file_of(*info) + ": tensor 'd2t' has dtype " + formats::st_dtype_name(info->dtype) +
+                           ", expected I64 or I32");
+    if (info->shape.size() != 1 || info->shape[0] < 1) return shape_error(*info, {c.draft_vocab_size});
+    vd = info->shape[0];
+    if (c.has_draft_vocab_size && c.draft_vocab_size != vd)
+      return Status::error(dir_ + "config.json: field 'draft_vocab_size' = " + std::to_string(c.draft_vocab_size) +
+                           " does not match d2t length " + std::to_string(vd));
+    if (vd > c.vocab_size) return shape_error(*info, {c.vocab_size});
+    const uint8_t* p = st_->data(*info);
+    std::vector<char> seen((size_t)c.vocab_size, 0);
+    w_.d2t.resize((size_t)vd);
+    for (int64_t j = 0; j < vd; ++j) {
+      int64_t id;
+      if (info->dtype == formats::StDType::kI64) {
+        std::memcpy(&id, p + j * 8, 8);
+      } else {
+        int32_t v32;
+        std::memcpy(&v32, p + j * 4, 4);
+        id = v32;
+      }
+      if (id < 0 || id >= c.vocab_size || seen[(size_t)id])
+        return Status::error(file_of(*info) + ": tensor 'd2t' entry " + std::to_string(j) + " = " + std::to_string(id) +
+                             (id < 0 || id >= c.vocab_size ? " is outside the vocabulary" : " is a duplicate"));
+      seen[(size_t)id] = 1;
+      w_.d2t[(size_t)j] = (int32_t)id;
+    }
+  } else if (c.has_draft_vocab_size && c.draft_vocab_size != c.vocab_size) {
+    return Status::error(dir_ + "config.json: field 'draft_vocab_size' = " + std::to_string(c.draft_vocab_size) +
+                         " needs a 'd2t' tensor");
+  }
+
+  // Token tables: the drafter's, else the target's (E1).
+  const bool have_tables = tables && tables->embed.data;
+  auto check_table = [&](const kernels::QMatrix& q, const char* what) -> Status {
+    if (q.n_rows != c.vocab_size || q.n_cols != H)
+      return Status::error(dir_ + ": the target's " + std::string(what) + " is [" + std::to_string(q.n_rows) + ", " +
+                           std::to_string(q.n_cols) + "], the drafter needs [" + std::to_string(c.vocab_size) + ", " +
+                           std::to_string(H) + "]");
+    return Status::ok();
+  };
+  if (st_->find("embed_tokens.weight")) {
+    DSPARK_RETURN_IF_ERROR(mat("embed_tokens.weight", c.vocab_size, H, &w_.embed));
+  } else {
+    if (!have_tables)
+      return Status::error(dir_ + ": tensor 'embed_tokens.weight' is absent and no target token table was given");
+    DSPARK_RETURN_IF_ERROR(check_table(tables->embed, "token embedding"));
+    w_.embed = tables->embed;
+    w_.embed_from_target = true;
+  }
+  if (st_->find("lm_head.weight")) {
+    DSPARK_RETURN_IF_ERROR(mat("lm_head.weight", vd, H, &w_.lm_head));
+  } else {
+    if (!w_.d2t.empty())
+      return Status::error(dir_ + ": tensor 'lm_head.weight' is absent together with 'd2t' (not defined)");
+    if (!have_tables || !tables->lm_head.data)
+      return Status::error(dir_ + ": tensor 'lm_head.weight' is absent and no target output table was given");
+    DSPARK_RETURN_IF_ERROR(check_table(tables->lm_head, "output matrix"));
+    w_.lm_head = tables->lm_head;
+    w_.lm_head_from_target = true;
+  }
+  (void)target;
+
+  DSPARK_RETURN_IF_ERROR(mat("fc.weight", H, c.n_taps() * H, &w_.fc));
+  DSPARK_RETURN_IF_ERROR(vec("hidden_norm.weight", H, &w_.hidden_norm));
+  DSPARK_RETURN_IF_ERROR(vec("norm.weight", H, &w_.norm));
+  w_.layers.resize((size_t)c.n_layers);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    DSparkLayer& L = w_.layers[(size_t)l];
+    const std::string p = "layers." + std::to_string(l) + ".";
+    DSPARK_RETURN_IF_ERROR(mat(p + "self_attn.q_proj.weight", c.n_heads * hd, H, &L.wq));
+    DSPARK_RETURN_IF_ERROR(mat(p + "self_attn.k_proj.weight", c.n_kv_heads * hd, H, &L.wk));
+    DSPARK_RETURN_IF_ERROR(mat(p + "self_attn.o_proj.weight", H, c.n_heads * hd, &L.wo));
+    DSPARK_RETURN_IF_ERROR(vec(p + "self_attn.q_norm.weight", hd, &L.q_norm));
+    DSPARK_RETURN_IF_ERROR(vec(p + "self_attn.k_norm.weight", hd, &L.k_norm));
+    DSPARK_RETURN_IF_ERROR(vec(p + "input_layernorm.weight", H, &L.input_norm));
+    DSPARK_RETURN_IF_ERROR(vec(p + "post_attention_layernorm.weight", H, &L.post_attn_norm));
+    DSPARK_RETURN_IF_ERROR(vec(p + "pre_feedforward_layernorm.weight", H, &L.pre_ffw_norm));
+    DSPARK_RETURN_IF_ERROR(vec(p + "post_feedforward_layernorm.weight", H, &L.post_ffw_norm));
+    DSPARK_RETURN_IF_ERROR(mat(p + "mlp.gate_proj.weight", c.intermediate_size, H, &L.w_gate));
+    DSPARK_RETURN_IF_ERROR(mat(p + "mlp.up_proj.weight", c.intermediate_size, H, &L.w_up));
+    DSPARK_RETURN_IF_ERROR(mat(p + "mlp.down_proj.weight", H, c.intermediate_size, &L.w_down));
+    const std::string ls = p + "layer_scalar";
+    const formats::StTensorInfo* info = st_->find(ls);
+    if (!info) return Status::error(dir_ + ": missing tensor " + quoted(ls));
+    if (info->n_elements != 1 || info->shape.size() > 1) return shape_error(*info, {1});
+    auto v = formats::st_read_f32(*info, st_->data(*info), info->shape, file_of(*info));
+    if (!v) return v.status();
+    used.insert(ls);
+    L.layer_scalar = v.value()[0];
+  }
+
+  if (r > 0) {
+    DSPARK_RETURN_IF_ERROR(mat("markov_head.markov_w1.weight", c.vocab_size, r, &w_.markov_w1));
+    DSPARK_RETURN_IF_ERROR(mat("markov_head.markov_w2.weight", vd, r, &w_.markov_w2));
+    if (c.markov_type == MarkovHeadType::kGated) {
+      DSPARK_RETURN_IF_ERROR(mat("markov_head.gate_proj.weight", r, H + r, &w_.gate_w));
+      DSPARK_RETURN_IF_ERROR(vec("markov_head.gate_proj.bias", r, &w_.gate_b));
+    } else if (c.markov_type == MarkovHeadType::kRnn) {
+      DSPARK_RETURN_IF_ERROR(mat("markov_head.joint_proj.weight", 3 * r, 2 * r + H, &w_.joint_w));
+      DSPARK_RETURN_IF_ERROR(vec("markov_head.joint_proj.bias", 3 * r, &w_.joint_b));
+    }
+    // ||W2[v]|| per row, rounded up (the fast-path bound must never be too small).
+    std::vector<float> row((size_t)r);
+    w2_norms_.resize((size_t)vd);
+    const auto* base = static_cast<const uint8_t*>(w_.markov_w2.data);
+    for (int64_t v = 0; v < vd; ++v) {
+      kernels::dequantize_row(w_.markov_w2.type, base + v * w_.markov_w2.row_stride, row.data(), r);
+      double ss = 0;
+      for (float x : row) ss += (double)x * x;
+      w2_norms_[(size_t)v] = (float)(std::sqrt(ss) * (1.0 + 1e-6));
+      w2_max_norm_ = std::max(w2_max_norm_, w2_norms_[(size_t)v]);
+    }
+  }
+
+  if (c.confidence) {
+    const int64_t n_in = H + (c.confidence_with_markov ? r : 0);
+    kernels::QMatrix cw;
+    DSPARK_RETURN_IF_ERROR(mat("confidence_head.proj.weight", 1, n_in, &cw));
+    w_.conf_w.resize((size_t)n_in);
+    kernels::dequantize_row(cw.type, cw.data, w_.conf_w.data(), n_in);
+    std::vector<float> b;
+    DSPARK_RETURN_IF_ERROR(vec("confidence_head.proj.bias", 1, &b));
+    w_.conf_b = b[0];
+  }
+
+  // Anything else would be silently ignored math (a v_proj, a gated head under "vanilla", ...).
+  for (const std::string& name : st_->tensor_names())
+    if (!used.count(name)) {
+      const formats::StTensorInfo* info = st_->find(name);
+      return Status::error(file_of(*info) + ": unexpected tensor " + quoted(name) + " for this config (markov_head_type '" +
+                           markov_head_type_name(c.markov_type) + "', markov_rank " + std::to_string(r) +
+                           ", enable_confidence_head " + (c.confidence ? "true" : "false") + ")");
+    }
+
+  inv_freq_.assign((size_t)(hd / 2), 0.0);
+  for (int64_t i = 0; i < c.n_rot; ++i) inv_freq_[(size_t)i] = std::pow(c.rope_theta, -2.0 * (double)i / (double)hd);
+  embed_scale_ = round_bf16(std::sqrt((float)H));
+  return Status::ok();
+}
+
+// ---- forward ---------------------------------------------------------------------------------
+
+void DSparkModel::init_scratch(DSparkScratch& s, ThreadPool* pool, int64_t ctx_reserve) const {
+  const DSparkConfig& c = cfg_;
+  const int64_t H = c.hidden_size, g = c.block_size, qd = c.n_heads * c.head_dim, kd = c.n_kv_heads * c.head_dim;
+  s.pool = pool;
+  s.mm.isa = kernels::detect_isa();
+  s.mm.pool = pool;
+  s.taps.resize((size_t)(kCtxChunk * c.n_taps() * H));
+  s.ctx.resize((size_t)(kCtxChunk * H));
+  s.kraw.resize((size_t)(std::max(kCtxChunk, g) * kd));
+  for (auto* v : {&s.h, &s.x, &s.o}) v->resize((size_t)(g * H));
+  for (auto* v : {&s.q, &s.attn}) v->resize((size_t)(g * qd));
+  for (auto* v : {&s.k, &s.v}) v->resize((size_t)(g * kd));
+  for (auto* v : {&s.gate, &s.up}) v->resize((size_t)(g * c.intermediate_size));
+  const int n_threads = pool ? pool->size() : 1;
+  s.scores.resize((size_t)n_threads);
+  for (auto& sc : s.scores) sc.reserve((size_t)(ctx_reserve + g));
+  const size_t rows = (size_t)std::max<int64_t>(kCtxChunk, g);
+  s.cos.resize(rows * (size_t)std::max<int64_t>(c.n_rot, 1));
+  s.sin.resize(s.cos.size());
+}
+
+void DSparkModel::embed_row(int32_t id, float* out) const {
+  const kernels::QMatrix& e = w_.embed;
+  kernels::dequantize_row(e.type, static_cast<const uint8_t*>(e.data) + (size_t)id * e.row_stride, out, e.n_cols);
+  for (int64_t i = 0; i < e.n_cols; ++i) out[i] *= embed_scale_;
+}
+
+void DSparkModel::rope_tables(DSparkScratch& s, int64_t pos0, int64_t n) const {
+  const int64_t nr = cfg_.n_rot;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < nr; ++j) {
+      const double phi = (double)(pos0 + i) * inv_freq_[(size_t)j];
+      s.cos[(size_t)(i * nr + j)] = std::cos(phi);
+      s.sin[(size_t)(i * nr + j)] = std::sin(phi);
+    }
+}
+
+// Proportional partial RoPE, rotate-half pairs (j, j + hd/2) for j < n_rot; other channels pass.
+void DSparkModel::apply_rope(float* x, int64_t n_heads, const double* cs, const double* sn) const {
+  const int64_t hd = cfg_.head_dim, half = hd / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * hd;
+    for (int64_t j = 0; j < cfg_.n_rot; ++j) {
+      const double a = v[j], b = v[j + half];
+      v[j] = (float)(a * cs[j] - b * sn[j]);
+      v[j + half] = (float)(b * cs[j] + a * sn[j]);
+    }
+  }
+}
+
+Status DSparkModel::append_context(DSparkContext& ctx, DSparkScratch& s, const TapRows& taps) const {
+  const DSparkConfig& c = cfg_;
+  const int64_t H = c.hidden_size, m = c.n_taps(), hd = c.head_dim, nkv = c.n_kv_heads, kd = nkv * hd;
+  if (taps.n_rows == 0) return Status::ok();
+  if ((int64_t)taps.taps.size() != m || taps.n_embd != H)
+    return Status::error("dspark drafter: got " + std::to_string(taps.taps.size()) + " tap rows of width " +
+                         std::to_string(taps.n_embd) + ", expected " + std::to_string(m) + " of width " + std::to_string(H));
+  if (ctx.k.size() != (size_t)c.n_layers) {
+    ctx.k.resize((size_t)c.n_layers);
+    ctx.v.resize((size_t)c.n_layers);
+  }
+  for (int64_t r0 = 0; r0 < taps.n_rows; r0 += kCtxChunk) {
+    const int64_t n = std::min(kCtxChunk, taps.n_rows - r0);
+    // 1. Concatenate taps in target_layer_ids order: [n, m*H].
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t t = 0; t < m; ++t)
+        std::memcpy(&s.taps[(size_t)((i * m + t) * H)], taps.taps[(size_t)t] + (r0 + i) * H, (size_t)H * 4);
+    // 2. ctx = RMSNorm_hidden_norm(taps · fcᵀ).
+    kernels::matmul(s.mm, w_.fc, s.taps.data(), n, s.ctx.data(), H);
+    for (int64_t i = 0; i < n; ++i) dspark_rms_norm(&s.ctx[(size_t)(i * H)], w_.hidden_norm.data(), &s.ctx[(size_t)(i * H)], H, c.rms_eps);
+    rope_tables(s, ctx.len + r0, n);
+    // 3. Per layer: kraw = ctx · k_projᵀ (no input_layernorm); V = norm(kraw); K = RoPE(k_norm(kraw)).
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const DSparkLayer& L = w_.layers[(size_t)l];
+      kernels::matmul(s.mm, L.wk, s.ctx.data(), n, s.kraw.data(), kd);
+      std::vector<float>& K = ctx.k[(size_t)l];
+      std::vector<float>& V = ctx.v[(size_t)l];
+      const size_t k0 = K.size();
+      K.resize(k0 + (size_t)(n * kd));
+      V.resize(k0 + (size_t)(n * kd));
+      for (int64_t i = 0; i < n; ++i) {
+        const float* kr = &s.kraw[(size_t)(i * kd)];
+        float* krow = &K[k0 + (size_t)(i * kd)];
+        float* vrow = &V[k0 + (size_t)(i * kd)];
+        for (int64_t h = 0; h < nkv; ++h) {
+          dspark_rms_norm(kr + h * hd, nullptr, vrow + h * hd, hd, c.rms_eps);
+          dspark_rms_norm(kr + h * hd, L.k_norm.data(), krow + h * hd, hd, c.rms_eps);
+        }
+        apply_rope(krow, nkv, &s.cos[(size_t)(i * c.n_rot)], &s.sin[(size_t)(i * c.n_rot)]);
+      }
+    }
+  }
+  ctx.len += taps.n_rows;
+  return Status::ok();
+}
+
+namespace {
+
+struct AttnJob {
+  const DSparkConfig* c;
+  const DSparkContext* ctx;
+  DSparkScratch* s;
+  int64_t layer;
+};
+
+// Block rows attend to every context row and every block row (no mask), scale 1.0, GQA.
+void attn_tasks(const AttnJob& j, int64_t t0, int64_t t1, std::vector<float>& sc) {
+  const DSparkConfig& c = *j.c;
+  const int64_t hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads, grp = nh / nkv, kd = nkv * hd;
+  const int64_t n_ctx = j.ctx->len, g = c.block_size, n_keys = n_ctx + g;
+  const float* kc = n_ctx ? j.ctx->k[(size_t)j.layer].data() : nullptr;
+  const float* vc = n_ctx ? j.ctx->v[(size_t)j.layer].data() : nullptr;
+  if ((int64_t)sc.size() < n_keys) sc.resize((size_t)n_keys);
+  for (int64_t task = t0; task < t1; ++task) {
+    const int64_t row = task / nh, head = task % nh, kvh = head / grp;
+    const float* q = &j.s->q[(size_t)((row * nh + head) * hd)];
+    auto key = [&](int64_t i) { return i < n_ctx ? kc + i * kd + kvh * hd : &j.s->k[(size_t)((i - n_ctx) * kd + kvh * hd)]; };
+    auto val = [&](int64_t i) { return i < n_ctx ? vc + i * kd + kvh * hd : &j.s->v[(size_t)((i - n_ctx) * kd + kvh * hd)]; };
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n_keys; ++i) {
+      const float* k = key(i);
+      float d = 0;
+      for (int64_t e = 0; e < hd; ++e) d += q[e] * k[e];
+      sc[(size_t)i] = d;
+      mx = std::max(mx, d);
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < n_keys; ++i) {
+      sc[(size_t)i] = std::exp(sc[(size_t)i] - mx);
+      sum += sc[(size_t)i];
+    }
+    const float inv = (float)(1.0 / sum);
+    float* out = &j.s->attn[(size_t)((row * nh + head) * hd)];
+    std::fill(out, out + hd, 0.0f);
+    for (int64_t i = 0; i < n_keys; ++i) {
+      const float p = sc[(size_t)i] * inv;
+      const float* v = val(i);
+      for (int64_t e = 0; e < hd; ++e) out[e] += p * v[e];
+    }
+  }
+}
+
+}  // namespace
+
+void DSparkModel::attention(const DSparkContext& ctx, DSparkScratch& s, int64_t layer) const {
+  const AttnJob job{&cfg_, &ctx, &s, layer};
+  const int64_t n_tasks = cfg_.block_size * cfg_.n_heads;
+  if (!s.pool || s.pool->size() <= 1 || n_tasks < 2) {
+    attn_tasks(job, 0, n_tasks, s.scores[0]);
+    return;
+  }
+  const AttnJob* jp = &job;
+  const int64_t* np = &n_tasks;
+  s.pool->run([jp, np](int t, int n) {  // two pointers: fits std::function's local storage
+    const int64_t per = (*np + n - 1) / n, t0 = std::min<int64_t>(*np, t * per), t1 = std::min<int64_t>(*np, t0 + per);
+    attn_tasks(*jp, t0, t1, jp->s->scores[(size_t)t]);
+  });
+}
+
+void DSparkModel::backbone(const DSparkContext& ctx, DSparkScratch& s, int32_t anchor, float* h_out) const {
+  const DSparkConfig& c = cfg_;
+  const int64_t H = c.hidden_size, g = c.block_size, hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads;
+  const int64_t qd = nh * hd, kd = nkv * hd, I = c.intermediate_size;
+  float* h = s.h.data();
+  for (int64_t i = 0; i < g; ++i) embed_row(i == 0 ? anchor : c.mask_token_id, h + i * H);
+  rope_tables(s, ctx.len, g);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const DSparkLayer& L = w_.layers[(size_t)l];
+    // 1-3. x = input_norm(h); q = RoPE(q_norm(x·Wqᵀ)); V = norm(x·Wkᵀ); K = RoPE(k_norm(x·Wkᵀ)).
+    for (int64_t i = 0; i < g; ++i) dspark_rms_norm(h + i * H, L.input_norm.data(), &s.x[(size_t)(i * H)], H, c.rms_eps);
+    kernels::matmul(s.mm, L.wq, s.x.data(), g, s.q.data(), qd);
+    kernels::matmul(s.mm, L.wk, s.x.data(), g, s.kraw.data(), kd);
+    for (int64_t i = 0; i < g; ++i) {
+      const double* cs = &s.cos[(size_t)(i * c.n_rot)];
+      const double* sn = &s.sin[(size_t)(i * c.n_rot)];
+      float* q = &s.q[(size_t)(i * qd)];
+      for (int64_t hh = 0; hh < nh; ++hh) dspark_rms_norm(q + hh * hd, L.q_norm.data(), q + hh * hd, hd, c.rms_eps);
+      apply_rope(q, nh, cs, sn);
+      const float* kr = &s.kraw[(size_t)(i * kd)];
+      float* k = &s.k[(size_t)(i * kd)];
+      float* v = &s.v[(size_t)(i * kd)];
+      for (int64_t hh = 0; hh < nkv; ++hh) {
+        dspark_rms_norm(kr + hh * hd, nullptr, v + hh * hd, hd, c.rms_eps);
+        dspark_rms_norm(kr + hh * hd, L.k_norm.data(), k + hh * hd, hd, c.rms_eps);
+      }
+      apply_rope(k, nkv, cs, sn);
+    }
+    // 4-5. a = softmax(q·Kᵀ)·V over [context ; block].
+    attention(ctx, s, l);
+    // 6. h += post_attn_norm(a·Woᵀ)
+    kernels::matmul(s.mm, L.wo, s.attn.data(), g, s.o.data(), H);
+    for (int64_t i = 0; i < g; ++i) {
+      float* o = &s.o[(size_t)(i * H)];
+      dspark_rms_norm(o, L.post_attn_norm.data(), o, H, c.rms_eps);
+      for (int64_t e = 0; e < H; ++e) h[i * H + e] += o[e];
+    }
+    // 7. h += post_ffw_norm(down(gelu(gate(f)) * up(f))), f = pre_ffw_norm(h)
+    for (int64_t i = 0; i < g; ++i) dspark_rms_norm(h + i * H, L.pre_ffw_norm.data(), &s.x[(size_t)(i * H)], H, c.rms_eps);
+    kernels::matmul(s.mm, L.w_gate, s.x.data(), g, s.gate.data(), I);
+    kernels::matmul(s.mm, L.w_up, s.x.data(), g, s.up.data(), I);
+    kernels::gelu_tanh_mul(s.gate.data(), s.up.data(), s.gate.data(), g * I);
+    kernels::matmul(s.mm, L.w_down, s.gate.data(), g, s.o.data(), H);
+    for (int64_t i = 0; i < g; ++i) {
+      float* o = &s.o[(size_t)(i * H)];
+      dspark_rms_norm(o, L.post_ffw_norm.data(), o, H, c.rms_eps);
+      // 8. layer_scalar multiplies the whole layer output, residual included.
+      for (int64_t e = 0; e < H; ++e) h[i * H + e] = (h[i * H + e] + o[e]) * L.layer_scalar;
+    }
+  }
+  for (int64_t i = 0; i < g; ++i) dspark_rms_norm(h + i * H, w_.norm.data(), h_out + i * H, H, c.rms_eps);
+}
+
+void DSparkModel::base_logits(DSparkScratch& s, const float* h, int64_t n_rows, float* u_out) const {
+  const int64_t vd = draft_vocab();
+  kernels::matmul(s.mm, w_.lm_head, h, n_rows, u_out, vd);
+  const float cap = cfg_.softcap;
+  if (cap > 0)
+    for (int64_t i = 0; i < n_rows * vd; ++i) u_out[i] = cap * std::tanh(u_out[i] / cap);
+}
+
+}  // namespace dspark::spec
