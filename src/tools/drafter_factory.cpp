@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "spec/drafter_dspark.h"
 #include "spec/drafter_model.h"
 #include "spec/drafter_ngram.h"
 
@@ -66,7 +67,25 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
                                                      sampler);
     return b;
   }
-  if (kind == "dspark") return Status::error("--draft-kind dspark: the DeepSpec drafter is not available in this build");
+  if (kind == "dspark") {
+    spec::DSparkOptions dopt;
+    dopt.threshold = (float)opt.threshold;
+    dopt.ctx_reserve = opt.n_ctx;
+    auto d = spec::DSparkDrafter::load(opt.path, *target.model, dopt, pool);  // gamma = block_size
+    if (!d) return d.status();
+    const int block = (*d)->gamma();
+    if (opt.gamma > block) {
+      std::fprintf(stderr, "warning: --num-draft-tokens %d exceeds the drafter's block_size %d; using %d\n", opt.gamma,
+                   block, block);
+    } else if (opt.gamma > 0 && opt.gamma < block) {
+      dopt.gamma = opt.gamma;
+      d = spec::DSparkDrafter::create((*d)->shared_model(), dopt, pool);
+      if (!d) return d.status();
+    }
+    b.gamma = (*d)->gamma();
+    b.drafter = std::move(d).value();
+    return b;
+  }
   return Status::error("unknown --draft-kind '" + kind + "' (auto, ngram, draft-model, dspark)");
 }
 
