@@ -40,6 +40,8 @@ expect_bad "corrupt model (bad magic)" generate -m "$tmp/garbage.gguf" -p hi
 : >"$tmp/empty.gguf"
 expect_bad "empty model file" generate -m "$tmp/empty.gguf" -p hi
 expect_bad "no prompt" generate -m "$tmp/garbage.gguf"
+expect_bad "draft threshold above 1" generate -m x.gguf -p hi --draft-kind ngram --draft-threshold 1.5
+expect_bad "negative draft tokens" generate -m x.gguf -p hi --draft-kind ngram --num-draft-tokens -1
 
 if [ -n "$model" ] && [ -f "$model" ]; then
   head -c 5000000 "$model" >"$tmp/truncated.gguf"
@@ -58,6 +60,19 @@ PY
   expect_bad "wrong architecture" generate -m "$tmp/llama.gguf" -p hi
   expect_bad "prompt longer than the context" generate -m "$model" -p "$(printf 'word %.0s' $(seq 1 200))" --ctx 64 -n 8
   expect_bad "context above the model's" generate -m "$model" -p hi --ctx 100000
+  src=$(cd "$(dirname "$0")/../.." && pwd)
+  expect_bad "drafter dir missing" generate -m "$model" -p hi --draft-model "$tmp/no-drafter"
+  mkdir -p "$tmp/empty-drafter"
+  expect_bad "drafter dir without config.json" generate -m "$model" -p hi --draft-model "$tmp/empty-drafter"
+  mkdir -p "$tmp/llama-drafter"
+  printf '{"architectures": ["LlamaForCausalLM"]}' >"$tmp/llama-drafter/config.json"
+  expect_bad "unknown drafter architecture" generate -m "$model" -p hi --draft-model "$tmp/llama-drafter"
+  expect_bad "drafter path that is neither" generate -m "$model" -p hi --draft-model "$src/README.md"
+  expect_bad "drafter paired with another target" generate -m "$model" -p hi \
+    --draft-model "$src/tests/goldens/dspark_synth/a_vanilla_conf_bf16"
+  expect_bad "unknown draft kind" generate -m "$model" -p hi --draft-kind eagle --draft-model "$model"
+  expect_bad "draft model that is not a Gemma 3 GGUF" generate -m "$model" -p hi --draft-kind draft-model \
+    --draft-model "$tmp/llama.gguf"
 else
   echo "skip model cases: no model path given"
 fi
