@@ -46,6 +46,9 @@ bool amx_available();
 
 // y[t, r] = dot(W[r, :], x[t, :]) for t < n_tokens, r < n_rows.
 // x: [n_tokens, n_cols] f32, row stride n_cols; y: [n_tokens, ldy] f32 (only first n_rows written).
+// Batch-invariant: y[t, r] is bitwise the same whatever n_tokens, t's position in the batch, the
+// pool size, allow_amx, and the ISA (one canonical accumulation order, cpu/cpu.h), so a token
+// verified in a batch gets exactly the logits it gets when decoded alone.
 void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy);
 
 // Dequantize n elements (a multiple of the block size) of `type` from src to f32.

@@ -10,9 +10,9 @@ namespace {
 // Issue #2 asked for 0.90; loosened with cause: llama.cpp against its own goldens, with only the
 // prompt fed token by token instead of in one batch, reproduces 19/32 continuations
 // (scripts/llama_noise_floor.py --greedy): ulp-level differences flip near-ties and the texts
-// part. We measure 17/32 (2026-11-29). 0.40 keeps a margin below that floor.
+// part. We measure 19/32 (2026-11-29). 0.40 keeps a margin below that floor.
 constexpr double kMinIdenticalFraction = 0.40;
-// A divergence is acceptable only where llama.cpp itself nearly tied (measured: largest 0.28).
+// A divergence is acceptable only where llama.cpp itself nearly tied (measured: largest 0.49).
 constexpr double kMaxDivergenceMargin = 1.0;
 
 TEST(GreedyGolden, ContinuationsMatchLlamaCpp) {

@@ -8,16 +8,16 @@
 namespace dspark::testing {
 namespace {
 
-// Mean KL(llama.cpp || dspark) bar from issue #2; measured 0.0048 (2026-11-29).
+// Mean KL(llama.cpp || dspark) bar from issue #2; measured 0.0050 (2026-11-29).
 constexpr double kMaxMeanKl = 0.01;
 // Overall top-1 agreement. Issue #2 asked for 0.99; loosened with cause: this Q4_K_M model under
 // 8-bit activation quantization is chaotic at the ulp level. llama.cpp against itself (batch 512
 // vs token by token, same build, scripts/llama_noise_floor.py) agrees on only 94.5% of top-1s
 // (mean KL 0.0067), and a 1-ulp change of one RMSNorm scale in our own forward gives 94.3%. We
-// measure 94.7% against llama.cpp, i.e. at that floor; 0.93 keeps a margin below it.
+// measure 94.8% against llama.cpp, i.e. at that floor; 0.93 keeps a margin below it.
 constexpr double kMinTop1Agreement = 0.93;
 // Where llama.cpp's top-1 leads top-2 by at least this many logits the choice is not a
-// rounding artefact, and there we require agreement (measured: 0 flips above 1.0).
+// rounding artefact, and there we require agreement (measured: 1 flip in 1,929 positions).
 constexpr double kStableMargin = 1.0;
 constexpr double kMinStableTop1Agreement = 0.999;
 // Positions whose llama.cpp top-1/top-2 logit margin is below this are near-ties: a flipped

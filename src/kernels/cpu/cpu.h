@@ -4,10 +4,31 @@
 // SIMD-friendly "packed activation" row (same values as ggml's Q8_0 / Q8_1 / Q8_K, split into arrays):
 //   qs    [n_cols]            int8 q (AVX2) or uint8 q + 128 (AVX-512 VNNI, for vpdpbusd), at offset 0
 //   d     [n_cols / blk] f32  block scale (Q8_0/Q8_1: f16-rounded like ggml, blk 32; Q8_K: f32, blk 256)
-//   s8    [n_cols / 32]  f32  Q8_1 only: s / 8 where s = f16(d * sum q)
+//   s     [n_cols / 32]  f32  Q8_1 only: s = f16(d * sum q)
 //   bsums [n_cols / 16]  i16  Q8_K only: sums of q over 16 elements
 // Rows are `stride` bytes apart (multiple of 64). F16 / BF16 / F32 weights use f32 activations
 // directly (not rounded to f16 / bf16 as ggml does; slightly more accurate).
+//
+// BATCH INVARIANCE. Every SIMD path (AVX2 and AVX-512 VNNI tiles, the AVX-512 Q8_0 matvec, AMX)
+// computes y[t, r] with ONE canonical accumulation per (row r, token t), so the result is bitwise
+// the same whatever n_tokens, the position of t in the batch, the thread count, and whether AMX
+// runs (speculative verify == serial decode). All integer sums are exact (int32), so any SIMD
+// layout may form them; the f32 operations below, and their order, are fixed (fma = one rounding,
+// d_w / d_a / m_w / s_a are the f32 values of the stored scales, `*` a rounded f32 product):
+//   Q8_0 / Q4_0 / Q5_0 (32-blocks b = 0, 1, ...): acc = 0;
+//       acc = fma(f32(isum_b), d_w[b] * d_a[b], acc)
+//   Q4_1 / Q5_1: the same, then per block acc = fma(m_w[b], s_a[b], acc)
+//   Q4_K / Q5_K (super-blocks b of 256): I = sum_j sc_j * isum_j (int32, j = 32-element
+//       sub-blocks), M = sum_j m_j * (bsums[2j] + bsums[2j+1]) (int32);
+//       acc = fma(f32(I), d_w[b] * d_a[b], acc); acc = fma(-f32(M), dmin_w[b] * d_a[b], acc)
+//   Q6_K: I = sum_k sc_k * isum_k (int32, k = 16-element sub-blocks, weights q - 32);
+//       acc = fma(f32(I), d_w[b] * d_a[b], acc)
+//   F32 / F16 / BF16: 8 lanes, lane l accumulates elements i = l mod 8 with fma in order, then
+//       the fixed hsum8 tree, then the n % 8 tail with fma in order (ftile).
+// SIMD vectorizes across rows (lanes = rows: VNNI tiles, matvec, AMX legacy/K) or tokens (AMX Q8_0
+// direct), never across the blocks of one dot. Scalar (canonical_scalar.cpp), AVX2 and AVX-512
+// (with or without AMX) share the quantizers and this order, so all ISAs are mutually invariant.
+// (The ref/ oracle, matmul_ref, keeps ggml's quantizers and order; it is not bitwise equal.)
 #pragma once
 
 #include <cstddef>
@@ -64,6 +85,12 @@ struct KernelSet {
   QuantizeFn quantize = nullptr;  // nullptr for kF32 (x is used as is)
   GemmFn gemm = nullptr;
 };
+
+// Scalar ISA (canonical_scalar.cpp): the same quantizers and canonical accumulation as the SIMD
+// kernels, portable code. Activation row: scalar_act_bytes(t, n_cols) bytes.
+size_t scalar_act_bytes(DType t, int64_t n_cols);
+void scalar_quantize(DType t, const float* x, uint8_t* dst, int64_t n_cols);
+float scalar_dot(DType t, int64_t n_cols, const uint8_t* w_row, const uint8_t* act_row);
 
 // Kernels for weight type t, or false if the ISA file has none.
 bool kernels_avx2(DType t, KernelSet* out);

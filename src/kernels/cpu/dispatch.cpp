@@ -93,17 +93,16 @@ void for_tokens(MatmulContext& ctx, int64_t n_tokens, const Fn& fn) {
   }
 }
 
-// Scalar path: ggml activation blocks + vec_dot_ref (identical to matmul_ref, but threaded).
+// Scalar path: portable canonical kernels (bitwise equal to the SIMD paths), threaded.
 void matmul_scalar(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy) {
-  const DType at = vec_dot_type(w.type);
-  const size_t abytes = row_bytes(at, w.n_cols);
+  const size_t abytes = cpu::align64(cpu::scalar_act_bytes(w.type, w.n_cols));
   uint8_t* act = scratch(ctx, abytes * (size_t)n_tokens);
-  for_tokens(ctx, n_tokens, [&](int64_t t) { quantize_row_ref(at, x + t * w.n_cols, act + t * abytes, w.n_cols); });
+  for_tokens(ctx, n_tokens, [&](int64_t t) { cpu::scalar_quantize(w.type, x + t * w.n_cols, act + t * abytes, w.n_cols); });
   const auto* base = static_cast<const uint8_t*>(w.data);
   for_rows(ctx, w.n_rows, [&](int64_t r0, int64_t r1) {
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int64_t r = r0; r < r1; ++r)
-        y[t * ldy + r] = vec_dot_ref(w.type, w.n_cols, base + r * w.row_stride, act + t * abytes);
+        y[t * ldy + r] = cpu::scalar_dot(w.type, w.n_cols, base + r * w.row_stride, act + t * abytes);
   });
 }
 

@@ -7,9 +7,10 @@
 // chunk of kc elements (32; 16 for Q6_K's sub-blocks) four TDPBSSD give the exact int32 chunk sums
 // of 32 tokens x 32 rows (C[token][row]); they are stored and turned into f32 with the per-chunk
 // scales by AVX-512 (lanes = 16 weight rows), in groups of 8 chunks:
-//   legacy: acc += f32(C) * (d_w * d_a)                       per 32-block
-//   K-quants: acc += d_a * (sum_c f32(C_c) * d*sc_c - dmin * sum_j m_j * bsum_j)   (mins exact int32)
-// Integer sums are identical to ggml's; only the f32 accumulation order differs.
+//   legacy: acc = fma(f32(C), d_w * d_a, acc)                                     per 32-block
+//   K-quants: I = sum_c sc_c * C_c (int32); acc = fma(f32(I), d * d_a, acc);
+//             Q4_K/Q5_K: acc = fnma(f32(sum_j m_j * bsum_j), dmin * d_a, acc)      per super-block
+// which is the canonical per-(row, token) accumulation of cpu.h: bitwise equal to the VNNI paths.
 //
 // Compiled with AMX + AVX-512 flags (*_amx.cpp); called only after amx_usable() said yes.
 #include <immintrin.h>
@@ -107,7 +108,9 @@ struct Panel {
   static constexpr int kKc = Traits<D>::kKc;
   int64_t n_cols = 0, nb = 0, nq = 0, nsb = 0;
   uint8_t* q = nullptr;    // [nq][2 halves][kc/4][16][4] int8
-  float* s = nullptr;      // [nq][32] chunk scales (legacy: d_w; K: d*sc)
+  float* s = nullptr;      // legacy: [nq][32] d_w; K: [nsb][32] super-block d
+  int32_t* isc = nullptr;  // K: [nq][32] integer chunk (sub-block) scales
+  int32_t* ibuf = nullptr; // K6: [32 tokens][32 rows] integer sums carried between the two groups of a super-block
   float* dmin = nullptr;   // K4: [nsb][32]
   int32_t* mp = nullptr;   // K4: [nsb][4][32] (m_2i | m_2i+1 << 16)
   int32_t* cbuf = nullptr; // [kGroup][4][16][16]
@@ -120,18 +123,24 @@ struct Panel {
     nq = cols / kKc;
     nsb = cols / 256;
     const size_t q_bytes = align64((size_t)cols * kPanelRows);
-    const size_t s_bytes = (size_t)nq * kPanelRows * 4;
+    const size_t s_bytes = (size_t)(kKind == Kind::kLegacy ? nq : nsb) * kPanelRows * 4;
+    const size_t isc_bytes = kKind == Kind::kLegacy ? 0 : (size_t)nq * kPanelRows * 4;
+    const size_t ibuf_bytes = (size_t)kTokTile * kPanelRows * 4;
     const size_t dmin_bytes = kKind == Kind::kK4 ? (size_t)nsb * kPanelRows * 4 : 0;
     const size_t mp_bytes = kKind == Kind::kK4 ? (size_t)nsb * 4 * kPanelRows * 4 : 0;
     const size_t c_bytes = (size_t)kGroup * 4 * 256 * 4;
     const size_t acc_bytes = (size_t)kTokTile * kPanelRows * 4;
     const size_t tmp_bytes = (size_t)kPanelRows * 32;
-    uint8_t* p = sc.get(q_bytes + align64(s_bytes) + align64(dmin_bytes) + align64(mp_bytes) + c_bytes + acc_bytes +
-                        tmp_bytes);
+    uint8_t* p = sc.get(q_bytes + align64(s_bytes) + align64(isc_bytes) + ibuf_bytes + align64(dmin_bytes) +
+                        align64(mp_bytes) + c_bytes + acc_bytes + tmp_bytes);
     q = p;
     p += q_bytes;
     s = reinterpret_cast<float*>(p);
     p += align64(s_bytes);
+    isc = reinterpret_cast<int32_t*>(p);
+    p += align64(isc_bytes);
+    ibuf = reinterpret_cast<int32_t*>(p);
+    p += ibuf_bytes;
     dmin = reinterpret_cast<float*>(p);
     p += align64(dmin_bytes);
     mp = reinterpret_cast<int32_t*>(p);
@@ -158,8 +167,7 @@ struct Panel {
       for (int i = nr; i < kPanelRows; ++i) zero_scales(b, i);
       for (int c = 0; c < D::kChunks; ++c) {
         for (int i = 0; i < nr; ++i) {
-          __m256 sw;
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp + 32 * i), D::chunk(st[i], c, sw));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp + 32 * i), D::chunk(st[i], c));
         }
         // tmp [32 rows][32 elements] -> B layout.
         const int64_t kbase = b * D::kElems + 32 * c;
@@ -178,28 +186,30 @@ struct Panel {
     if constexpr (kKind == Kind::kLegacy) {
       s[b * kPanelRows + i] = f16_at(blk);
     } else if constexpr (kKind == Kind::kK4) {
-      const float d = f16_at(blk);
+      s[b * kPanelRows + i] = f16_at(blk);
       dmin[b * kPanelRows + i] = f16_at(blk + 2);
       uint8_t sc[8], m[8];
       for (int j = 0; j < 8; ++j) get_scale_min_k4(j, blk + 4, &sc[j], &m[j]);
-      for (int j = 0; j < 8; ++j) s[(b * 8 + j) * kPanelRows + i] = d * (float)sc[j];
+      for (int j = 0; j < 8; ++j) isc[(b * 8 + j) * kPanelRows + i] = sc[j];
       for (int j = 0; j < 4; ++j)
         mp[(b * 4 + j) * kPanelRows + i] = (int32_t)((uint32_t)m[2 * j] | ((uint32_t)m[2 * j + 1] << 16));
     } else {
-      const float d = f16_at(blk + 208);
+      s[b * kPanelRows + i] = f16_at(blk + 208);
       const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
-      for (int j = 0; j < 16; ++j) s[(b * 16 + j) * kPanelRows + i] = d * (float)sc[j];
+      for (int j = 0; j < 16; ++j) isc[(b * 16 + j) * kPanelRows + i] = sc[j];
     }
   }
   void zero_scales(int64_t b, int i) {
     if constexpr (kKind == Kind::kLegacy) {
       s[b * kPanelRows + i] = 0.f;
     } else if constexpr (kKind == Kind::kK4) {
+      s[b * kPanelRows + i] = 0.f;
       dmin[b * kPanelRows + i] = 0.f;
-      for (int j = 0; j < 8; ++j) s[(b * 8 + j) * kPanelRows + i] = 0.f;
+      for (int j = 0; j < 8; ++j) isc[(b * 8 + j) * kPanelRows + i] = 0;
       for (int j = 0; j < 4; ++j) mp[(b * 4 + j) * kPanelRows + i] = 0;
     } else {
-      for (int j = 0; j < 16; ++j) s[(b * 16 + j) * kPanelRows + i] = 0.f;
+      s[b * kPanelRows + i] = 0.f;
+      for (int j = 0; j < 16; ++j) isc[(b * 16 + j) * kPanelRows + i] = 0;
     }
   }
 };
@@ -267,9 +277,11 @@ void gemm_amx_t(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, c
               _mm512_store_ps(accp, acc);
             }
           } else {
-            __m512 dsc[kGroup];
-            for (int ci = 0; ci < n; ++ci) dsc[ci] = _mm512_load_ps(p.s + (q0 + ci) * kPanelRows + 16 * h);
+            __m512i iscv[kGroup];
+            for (int ci = 0; ci < n; ++ci) iscv[ci] = _mm512_load_si512(p.isc + (q0 + ci) * kPanelRows + 16 * h);
             const int64_t sb = q0 * kKc / 256;
+            const bool sb_start = (q0 * kKc) % 256 == 0, sb_end = ((q0 + n) * kKc) % 256 == 0;
+            const __m512 dv = _mm512_load_ps(p.s + sb * kPanelRows + 16 * h);
             __m512 dminv = _mm512_setzero_ps();
             __m512i mpv[4];
             if constexpr (kKind == Kind::kK4) {
@@ -279,19 +291,25 @@ void gemm_amx_t(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, c
             for (int t = 0; t < nt; ++t) {
               const int g = t >> 4, tt = t & 15;
               const uint8_t* arow = a0 + (size_t)t * S;
-              const float da = reinterpret_cast<const float*>(arow + L.off_d)[sb];
               const int32_t* cb = p.cbuf + (2 * g + h) * 256 + tt * 16;
-              __m512 s = _mm512_setzero_ps();
+              int32_t* ib = p.ibuf + t * kPanelRows + 16 * h;
+              __m512i is = sb_start ? _mm512_setzero_si512() : _mm512_load_si512(ib);
               for (int ci = 0; ci < n; ++ci)
-                s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + ci * 4 * 256)), dsc[ci], s);
+                is = _mm512_add_epi32(is, _mm512_mullo_epi32(_mm512_load_si512(cb + ci * 4 * 256), iscv[ci]));
+              if (!sb_end) {
+                _mm512_store_si512(ib, is);
+                continue;
+              }
+              const __m512 da = _mm512_set1_ps(reinterpret_cast<const float*>(arow + L.off_d)[sb]);
+              float* accp = p.acc + t * kPanelRows + 16 * h;
+              __m512 acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dv, da), _mm512_load_ps(accp));
               if constexpr (kKind == Kind::kK4) {
                 const auto* bsp = reinterpret_cast<const int32_t*>(arow + L.off_bs) + sb * 4;
                 __m512i m = _mm512_setzero_si512();
                 for (int j = 0; j < 4; ++j) m = _mm512_dpwssd_epi32(m, mpv[j], _mm512_set1_epi32(bsp[j]));
-                s = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), dminv, s);
+                acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dminv, da), acc);
               }
-              float* accp = p.acc + t * kPanelRows + 16 * h;
-              _mm512_store_ps(accp, _mm512_fmadd_ps(s, _mm512_set1_ps(da), _mm512_load_ps(accp)));
+              _mm512_store_ps(accp, acc);
             }
           }
         }
@@ -308,7 +326,7 @@ void gemm_amx_t(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, c
 // Q8_0 with few tokens (speculative verify on the lm_head: weights read once, compute must keep
 // up with memory): the raw weight rows are tile A directly (16 rows x 32 bytes at stride
 // row_stride, no decoding); the <= 32 tokens are tile B in VNNI layout, built once per call.
-// C[row][token]; per row f32(C) * d_a[tokens] * d_w[row] (d_w gathered per 16 rows and block).
+// C[row][token]; per row acc = fma(f32(C), d_a[tokens] * d_w[row], acc) (d_w gathered per 16 rows and block).
 constexpr int64_t kDirectMaxTokens = 32;
 
 struct DirectScratch {
@@ -405,7 +423,7 @@ void gemm_q8_0_direct_t(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t
           const int h = i >> 4, ii = i & 15;
           for (int ci = 0; ci < n; ++ci) {
             const __m512 c = _mm512_cvtepi32_ps(_mm512_load_si512(ds.cbuf[ci][2 * g + h] + 16 * ii));
-            acc = _mm512_fmadd_ps(_mm512_mul_ps(c, da[ci]), _mm512_set1_ps(ds.dw[ci][i]), acc);
+            acc = _mm512_fmadd_ps(c, _mm512_mul_ps(da[ci], _mm512_set1_ps(ds.dw[ci][i])), acc);
           }
           _mm512_store_ps(accp, acc);
         }

@@ -22,7 +22,8 @@ inline __m256i dot(const Prep& p, __m256i a) {
 
 namespace dspark::kernels::cpu {
 
-// Tiles: 1 row x 4 tokens for n_tok > 1 (16 ymm registers), 2 rows for n_tok == 1.
+// Float-weight tiles: 1 row x 4 tokens for n_tok > 1 (16 ymm registers), 2 rows for n_tok == 1.
+// Quantized weights: qrows8 (8-row tiles, canonical order).
 bool kernels_avx2(DType t, KernelSet* out) { return avx2::fill_kernels<1, 2>(t, out); }
 
 }  // namespace dspark::kernels::cpu

@@ -36,7 +36,7 @@ namespace {
 void gemm_q8_0(const QMatrix& w, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, int64_t n_tok,
                float* y, int64_t ldy) {
   if (n_tok == 1 && gemv_q8_0_avx512(w, r0, r1, act, L, y)) return;
-  avx512::gemm_rows<avx512::DecQ8_0, true, 2, 4>(w, r0, r1, act, L, n_tok, y, ldy);
+  avx512::gemm_q<avx512::DecQ8_0>(w, r0, r1, act, L, n_tok, y, ldy);
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Q8_0 x Q8_0 matrix-vector product (n_tokens == 1) with AVX-512 VNNI: the lm_head path
 // ([262144, 640] Q8_0, 178 MB per token), which must run at memory bandwidth.
 //
-// Per pair of 32-blocks (one zmm): weights are flipped to unsigned (w ^ 0x80 = w + 128) and
-// multiplied with the signed activation by vpdpbusd, whose accumulator starts at the precomputed
-// -128 * (sum of each 4-byte activation group), so one vpdpbusd yields exact sum w * a per lane.
-// The 16 weight scales of a row are fetched with one gather; 4 rows are in flight with prefetch.
+// Canonical accumulation (cpu.h): lanes = 16 weight rows, blocks in order,
+// acc = fma(f32(isum_b), d_w[b] * d_a[b], acc). Per pair of 32-blocks, each row's two blocks are
+// one zmm: weights are flipped to unsigned (w ^ 0x80 = w + 128) and multiplied with the signed
+// activation by vpdpbusd, whose accumulator starts at the precomputed -128 * (sum of each 4-byte
+// activation group), so one vpdpbusd yields exact partial sums w * a. The 16 rows' partial-sum
+// vectors are then transpose-reduced (exact int32) into one vector of 16 isums per block.
 #include <immintrin.h>
 
 // GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsics as uninitialized.
@@ -22,95 +24,94 @@ bool gemv_q8_0_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* 
 namespace {
 
 constexpr int kMaxBlocks = 256;  // n_cols <= 8192 on this path
-constexpr int kRows = 4;
-constexpr int kPrefetchRows = 8;  // how far ahead (in rows) to prefetch
+constexpr int kRows = 16;
+constexpr int kPrefetchRows = 32;  // how far ahead (in rows) to prefetch
 
 struct ActPrep {
-  alignas(64) int8_t a[kMaxBlocks * 32];       // signed q
-  alignas(64) int32_t nega[kMaxBlocks * 8];    // -128 * sum of each 4-byte group
-  alignas(64) float da[kMaxBlocks + 16];       // activation scales, zero padded
+  alignas(64) int8_t a[kMaxBlocks * 32 + 64];     // signed q, zero padded
+  alignas(64) int32_t nega[kMaxBlocks * 8 + 16];  // -128 * sum of each 4-byte group
 };
 
-inline __m512 row_scales(const uint8_t* p, __m512i idx, __mmask16 m, const float* da) {
-  const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, p, 1);
-  const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
-  return _mm512_mul_ps(dw, _mm512_loadu_ps(da));
+// [a0 + a1, a2 + a3, b0 + b1, b2 + b3] in each 128-bit lane.
+inline __m512i hpair(__m512i a, __m512i b) {
+  const __m512 fa = _mm512_castsi512_ps(a), fb = _mm512_castsi512_ps(b);
+  return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(fa, fb, 0x88)),
+                          _mm512_castps_si512(_mm512_shuffle_ps(fa, fb, 0xDD)));
+}
+
+// P[i]: lanes 0..7 = partial sums of row i's block b, lanes 8..15 of block b + 1.
+// Out: s0[i] = isum of row i block b, s1[i] = block b + 1.
+inline void reduce16(const __m512i* P, __m512i& s0, __m512i& s1) {
+  __m512i q[8], r[4];
+  for (int k = 0; k < 8; ++k) q[k] = hpair(P[2 * k], P[2 * k + 1]);
+  for (int k = 0; k < 4; ++k) r[k] = hpair(q[2 * k], q[2 * k + 1]);  // 128-lane j of r[k]: rows 4k..4k+3, lanes 4j..4j+3 summed
+  const __m512i t0 = _mm512_add_epi32(_mm512_shuffle_i32x4(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                      _mm512_shuffle_i32x4(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i t1 = _mm512_add_epi32(_mm512_shuffle_i32x4(r[2], r[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                      _mm512_shuffle_i32x4(r[2], r[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  // t0 = [b: rows 0-3, b+1: rows 0-3, b: rows 4-7, b+1: rows 4-7], t1 likewise for rows 8-15.
+  s0 = _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+  s1 = _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
 }  // namespace
 
 bool gemv_q8_0_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, float* y) {
   const int64_t nb = wm.n_cols / 32;
-  if (nb > kMaxBlocks || nb < 2) return false;
+  if (nb > kMaxBlocks || nb < 1) return false;
+  if ((int64_t)wm.row_stride * kRows >= ((int64_t)1 << 31)) return false;  // gather offsets are int32
   thread_local ActPrep ap;
-  const auto* da_in = reinterpret_cast<const float*>(act + L.off_d);
-  for (int64_t k = 0; k < nb * 32; k += 64) {
+  const auto* da = reinterpret_cast<const float*>(act + L.off_d);
+  const int64_t npad = (nb + 1) / 2 * 64;  // whole pairs of blocks
+  for (int64_t k = 0; k < npad; k += 64) {
     const __m512i ab = _mm512_maskz_loadu_epi8(k + 64 <= nb * 32 ? ~0ull : 0xFFFFFFFFull, act + k);
-    const __m512i as = _mm512_xor_si512(ab, _mm512_set1_epi8((char)0x80));
+    const __m512i as = _mm512_maskz_xor_epi32(k + 64 <= nb * 32 ? 0xFFFF : 0x00FF, ab, _mm512_set1_epi8((char)0x80));
     _mm512_store_si512(ap.a + k, as);
     const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), as);
     _mm512_store_si512(ap.nega + k / 4, _mm512_sub_epi32(_mm512_setzero_si512(), s));
   }
-  std::memset(ap.da, 0, sizeof(ap.da));
-  std::memcpy(ap.da, da_in, (size_t)nb * 4);
 
-  const int64_t npairs = nb / 2;
-  const bool odd = nb & 1;
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(34));
-  const int n_groups = (int)((nb + 15) / 16);  // groups of 16 block scales
   const __m512i flip = _mm512_set1_epi8((char)0x80);
   const size_t stride = wm.row_stride;
   const auto* base = static_cast<const uint8_t*>(wm.data);
-  const size_t row_lines = (stride + 63) / 64;
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const size_t tile_lines = (stride * kRows + 63) / 64;
 
-  int64_t r = r0;
-  for (; r < r1; r += kRows) {
+  for (int64_t r = r0; r < r1; r += kRows) {
     const int nr = (int)std::min<int64_t>(kRows, r1 - r);
     const uint8_t* w[kRows];
     for (int i = 0; i < kRows; ++i) w[i] = base + (r + std::min(i, nr - 1)) * stride;
-    // Prefetch rows r + kPrefetchRows .. + kRows.
+    const __m512i sidx = _mm512_mullo_epi32(_mm512_min_epi32(lane, _mm512_set1_epi32(nr - 1)), _mm512_set1_epi32((int)stride));
     if (r + kPrefetchRows + kRows <= r1) {
       const uint8_t* pf = base + (r + kPrefetchRows) * stride;
-      for (size_t l = 0; l < row_lines * kRows; ++l) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
+      for (size_t l = 0; l < tile_lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
     }
-    __m512 acc[kRows];
-    for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
-    for (int g = 0; g < n_groups; ++g) {
-      const int g_blocks = (int)std::min<int64_t>(16, nb - 16 * g);
-      const __mmask16 gm = (__mmask16)((1u << g_blocks) - 1);
-      __m512 sc[kRows];
-      for (int i = 0; i < kRows; ++i) sc[i] = row_scales(w[i] + 16 * 34 * g, idx, gm, ap.da + 16 * g);
-      const int pb = 8 * g, pe = (int)std::min<int64_t>(npairs, 8 * g + 8);
-      for (int pi = pb; pi < pe; ++pi) {
-        const int b = 2 * pi;
-        const __m512i av = _mm512_load_si512(ap.a + 32 * b);
-        const __m512i na = _mm512_load_si512(ap.nega + 8 * b);
-        // lanes 0..7 take scale of block b, lanes 8..15 of block b + 1 (within the group).
-        const int lb = b - 16 * g;
-        const __m512i pidx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(lb)), _mm256_set1_epi32(lb + 1), 1);
-        for (int i = 0; i < kRows; ++i) {
-          const uint8_t* q = w[i] + 34 * b + 2;
-          const __m512i wv = _mm512_inserti64x4(
-              _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))),
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 34)), 1);
-          const __m512i p = _mm512_dpbusd_epi32(na, _mm512_xor_si512(wv, flip), av);
-          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(pidx, sc[i]), acc[i]);
-        }
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+      const bool two = b + 1 < nb;
+      const __m512i av = _mm512_load_si512(ap.a + 32 * b);
+      const __m512i na = _mm512_load_si512(ap.nega + 8 * b);
+      __m512i P[kRows];
+      for (int i = 0; i < kRows; ++i) {
+        const uint8_t* q = w[i] + 34 * b + 2;
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+        const __m512i wv = two ? _mm512_inserti64x4(_mm512_castsi256_si512(lo),
+                                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 34)), 1)
+                               : _mm512_zextsi256_si512(lo);
+        P[i] = _mm512_dpbusd_epi32(na, _mm512_xor_si512(wv, flip), av);  // odd tail: av, na zero in lanes 8..15
       }
-      if (odd && pe == npairs && 16 * g + g_blocks == nb) {  // last single block (lanes 0..7)
-        const int b = (int)nb - 1, lb = b - 16 * g;
-        const __m512i av = _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(ap.a + 32 * b)));
-        const __m512i na = _mm512_maskz_loadu_epi32(0xFF, ap.nega + 8 * b);
-        const __m512i pidx = _mm512_set1_epi32(lb);
-        for (int i = 0; i < kRows; ++i) {
-          const __m512i wv = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i] + 34 * b + 2)));
-          const __m512i p = _mm512_maskz_dpbusd_epi32(0xFF, na, _mm512_xor_si512(wv, flip), av);
-          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(pidx, sc[i]), acc[i]);
-        }
+      __m512i s0, s1;
+      reduce16(P, s0, s1);
+      const __m512i g0 = _mm512_i32gather_epi32(sidx, w[0] + 34 * b, 1);
+      const __m512 dw0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(dw0, _mm512_set1_ps(da[b])), acc);
+      if (two) {
+        const __m512i g1 = _mm512_i32gather_epi32(sidx, w[0] + 34 * (b + 1), 1);
+        const __m512 dw1 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g1));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(dw1, _mm512_set1_ps(da[b + 1])), acc);
       }
     }
-    for (int i = 0; i < nr; ++i) y[r + i] = _mm512_reduce_add_ps(acc[i]);
+    _mm512_mask_storeu_ps(y + r, (__mmask16)((1u << nr) - 1), acc);
   }
   return true;
 }

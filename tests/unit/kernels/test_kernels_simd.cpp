@@ -144,7 +144,8 @@ TEST(SimdQ8_0, MatvecGroupsAndOddBlocks) {
 }
 
 // AMX vs the AVX-512 VNNI path: same quantized activations (so no Q8_0 rounding-tie differences
-// with the reference, which large random inputs do hit), identical int32 sums, f32 order differs.
+// with the reference, which large random inputs do hit), identical int32 sums and, since the
+// canonical order (cpu.h), bitwise equal results (test_batch_invariance.cpp checks that exactly).
 void check_amx_vs_vnni(const test::TestMatrix& w, const std::vector<float>& x, int64_t ntok, int threads,
                        const std::string& what) {
   const int64_t rows = w.m.n_rows, ldy = rows + 5;

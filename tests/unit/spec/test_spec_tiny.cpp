@@ -104,7 +104,9 @@ TEST_F(SpecTiny, GreedyIsLosslessForEveryDrafterAndGamma) {
       EXPECT_EQ(r->out.tokens, want) << d->kind() << " gamma " << gamma;
       EXPECT_EQ(r->stats.generated, n);
       EXPECT_EQ(s.n_past(), (int64_t)prompt.size() - 1 + r->stats.rounds + r->stats.accepted);
-      if (d == &self) EXPECT_EQ(r->stats.accepted, r->stats.drafted) << "self-draft must accept every token";
+      if (d == &self) {
+        EXPECT_EQ(r->stats.accepted, r->stats.drafted) << "self-draft must accept every token";
+      }
     }
   }
 }
