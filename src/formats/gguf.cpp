@@ -1,10 +1,7 @@
 // GGUF parsing and validation (GEMMA3-GGUF.md 1.1-1.5, rules 1-10). Getters live in gguf_kv.cpp.
 #include "formats/gguf.h"
+#include "formats/mapped_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -17,16 +14,6 @@ namespace dspark::formats {
 
 static_assert(std::endian::native == std::endian::little, "GGUF reader assumes a little-endian host");
 
-namespace detail {
-// Read-only private mapping of a whole file; unmapped on destruction.
-struct Mapping {
-  void* addr = nullptr;
-  size_t len = 0;
-  ~Mapping() {
-    if (addr != nullptr) munmap(addr, len);
-  }
-};
-}  // namespace detail
 
 namespace {
 
@@ -61,22 +48,6 @@ class Cursor {
   size_t pos_ = 0;
 };
 
-std::string quoted(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '\'' || c == '\\') {
-      static const char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  out += "'";
-  return out;
-}
 
 }  // namespace
 
@@ -184,7 +155,7 @@ class GgufParser {
       kv.offset = cur_.pos();
       DSPARK_RETURN_IF_ERROR(read_string(kv.key, kGgufMaxKeyBytes, "key of metadata pair " + std::to_string(i)));
       if (kv.key.empty()) return fail(kv.offset, "metadata pair " + std::to_string(i) + " has an empty key");
-      const std::string ctx = "key " + quoted(kv.key);
+      const std::string ctx = "key " + quote_name(kv.key);
       if (f_.kv_index_.count(kv.key) != 0) return fail(kv.offset, ctx + ": duplicate key");
       DSPARK_RETURN_IF_ERROR(read_type(kv.type, ctx + ": value type"));
       DSPARK_RETURN_IF_ERROR(parse_value(kv, ctx));
@@ -253,7 +224,7 @@ class GgufParser {
       std::string_view name;
       DSPARK_RETURN_IF_ERROR(read_string(name, kGgufMaxStringBytes, "name of tensor " + std::to_string(i)));
       if (name.empty()) return fail(at, "tensor " + std::to_string(i) + " has an empty name");
-      const std::string ctx = "tensor " + quoted(name);
+      const std::string ctx = "tensor " + quote_name(name);
       if (name.size() > kGgufMaxNameBytes) {
         return fail(at, ctx + ": name is " + std::to_string(name.size()) + " bytes, the limit is " +
                             std::to_string(kGgufMaxNameBytes));
@@ -337,7 +308,7 @@ class GgufParser {
       const GgufTensorInfo& t = f_.tensors_[i];
       const uint64_t room = start <= size ? size - start : 0;
       if (start > size || t.offset > room || t.n_bytes > room - t.offset) {
-        return fail(tensor_offsets_[i], "tensor " + quoted(t.name) + ": data [" + std::to_string(t.offset) + ", +" +
+        return fail(tensor_offsets_[i], "tensor " + quote_name(t.name) + ": data [" + std::to_string(t.offset) + ", +" +
                                             std::to_string(t.n_bytes) + ") at file offset " +
                                             std::to_string(start) + " + " + std::to_string(t.offset) +
                                             " extends past the end of the file (" + std::to_string(size) + " bytes)");
@@ -350,8 +321,8 @@ class GgufParser {
         const GgufTensorInfo& a = f_.tensors_[spans[k - 1].index];
         const GgufTensorInfo& b = f_.tensors_[spans[k].index];
         return fail(tensor_offsets_[spans[k].index],
-                    "tensor " + quoted(b.name) + ": data at offset " + std::to_string(b.offset) +
-                        " overlaps tensor " + quoted(a.name) + " [" + std::to_string(a.offset) + ", " +
+                    "tensor " + quote_name(b.name) + ": data at offset " + std::to_string(b.offset) +
+                        " overlaps tensor " + quote_name(a.name) + " [" + std::to_string(a.offset) + ", " +
                         std::to_string(a.offset + a.n_bytes) + ")");
       }
     }
@@ -381,34 +352,15 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, const std::st
 }
 
 Result<GgufFile> GgufFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Status::error(path + ": cannot stat: " + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::error(path + ": not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size < kMinHeaderBytes) {
-    ::close(fd);
+  auto mapping = MappedFile::open(path);
+  if (!mapping) return mapping.status();
+  const size_t size = (*mapping)->size();
+  if (size < kMinHeaderBytes)
     return Status::error(path + ": offset 0: file too small for a GGUF header (" + std::to_string(size) + " < " +
                          std::to_string(kMinHeaderBytes) + " bytes)");
-  }
-  void* addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (addr == MAP_FAILED) return Status::error(path + ": mmap failed: " + std::strerror(err));
-  auto mapping = std::make_unique<detail::Mapping>();
-  mapping->addr = addr;
-  mapping->len = size;
-  Result<GgufFile> r = parse(static_cast<const uint8_t*>(addr), size, path);
+  Result<GgufFile> r = parse((*mapping)->data(), size, path);
   if (!r.is_ok()) return r;  // mapping released here
-  r->mapping_ = std::move(mapping);
+  r->mapping_ = std::move(mapping).value();
   return r;
 }
 

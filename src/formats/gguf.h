@@ -83,9 +83,7 @@ struct GgufTensorInfo {
 // `tokenizer.ggml.token_type: array<i32>[262144] = [3, 3, 3, 3, 3, 4, 3, 3, ...]`.
 std::string describe_kv(const GgufKV& kv);
 
-namespace detail {
-struct Mapping;
-}
+class MappedFile;
 
 class GgufFile {
  public:
@@ -140,7 +138,7 @@ class GgufFile {
   std::string name_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  std::unique_ptr<detail::Mapping> mapping_;  // set by open(); null for parse()
+  std::unique_ptr<MappedFile> mapping_;  // set by open(); null for parse()
   uint32_t version_ = 0;
   uint32_t alignment_ = kGgufDefaultAlignment;
   size_t data_start_ = 0;

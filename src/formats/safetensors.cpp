@@ -1,14 +1,15 @@
 // safetensors parsing and validation (rules in safetensors.h) and the model-directory loader.
 // The writer lives in safetensors_writer.cpp.
 #include "formats/safetensors.h"
+#include "formats/mapped_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -23,16 +24,6 @@ namespace dspark::formats {
 
 static_assert(std::endian::native == std::endian::little, "safetensors reader assumes a little-endian host");
 
-namespace detail {
-// Read-only private mapping of a whole file; unmapped on destruction.
-struct StMapping {
-  void* addr = nullptr;
-  size_t len = 0;
-  ~StMapping() {
-    if (addr != nullptr) munmap(addr, len);
-  }
-};
-}  // namespace detail
 
 namespace {
 
@@ -57,22 +48,6 @@ constexpr DTypeRow kDTypes[kStDTypeCount] = {
 constexpr const char* kKnownUnsupported[] = {"U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0",
                                              "F4", "F6_E2M3", "F6_E3M2", "C64"};
 
-std::string st_quoted(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '\'' || c == '\\') {
-      static const char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  out += "'";
-  return out;
-}
 
 // JSON type for messages.
 const char* json_kind(const json& j) {
@@ -129,7 +104,7 @@ bool parse_json(const char* text, size_t len, json& out, std::string& err, size_
         if (!keys.empty() && parsed.is_string()) {
           const std::string& k = parsed.get_ref<const std::string&>();
           if (!keys.back().insert(k).second) {
-            throw JsonStructureError{"duplicate key " + st_quoted(k) + (keys.size() == 1 ? "" : " in a nested object")};
+            throw JsonStructureError{"duplicate key " + quote_name(k) + (keys.size() == 1 ? "" : " in a nested object")};
           }
         }
         break;
@@ -251,7 +226,7 @@ std::string st_shape_string(std::span<const int64_t> shape) {
 
 Result<std::vector<float>> st_read_f32(const StTensorInfo& info, const uint8_t* data,
                                        std::span<const int64_t> expected_shape, const std::string& file) {
-  const std::string ctx = file + ": tensor " + st_quoted(info.name);
+  const std::string ctx = file + ": tensor " + quote_name(info.name);
   if (info.dtype != StDType::kF32 && info.dtype != StDType::kF16 && info.dtype != StDType::kBF16) {
     return Status::error(ctx + " has dtype " + st_dtype_name(info.dtype) + ", expected F32, F16 or BF16");
   }
@@ -298,7 +273,7 @@ class StParser {
     return Status::error(f_.name_ + ": offset " + std::to_string(offset) + ": " + what);
   }
   Status tensor_fail(const std::string& name, const std::string& what) const {
-    return Status::error(f_.name_ + ": tensor " + st_quoted(name) + ": " + what);
+    return Status::error(f_.name_ + ": tensor " + quote_name(name) + ": " + what);
   }
 
   Status parse_length() {
@@ -344,7 +319,7 @@ class StParser {
     }
     for (auto it = m.begin(); it != m.end(); ++it) {
       if (!it.value().is_string()) {
-        return fail(kLenBytes, "\"__metadata__\" key " + st_quoted(it.key()) + " is " + json_kind(it.value()) +
+        return fail(kLenBytes, "\"__metadata__\" key " + quote_name(it.key()) + " is " + json_kind(it.value()) +
                                    ", expected a string");
       }
       f_.metadata_.emplace(it.key(), it.value().get<std::string>());
@@ -362,9 +337,9 @@ class StParser {
     const std::string& dname = dt->get_ref<const std::string&>();
     if (!st_dtype_from_name(dname, t.dtype)) {
       for (const char* k : kKnownUnsupported) {
-        if (dname == k) return tensor_fail(name, "dtype " + st_quoted(dname) + " is not supported");
+        if (dname == k) return tensor_fail(name, "dtype " + quote_name(dname) + " is not supported");
       }
-      return tensor_fail(name, "unknown dtype " + st_quoted(dname));
+      return tensor_fail(name, "unknown dtype " + quote_name(dname));
     }
 
     const auto sh = e.find("shape");
@@ -465,7 +440,7 @@ class StParser {
       const StTensorInfo& b = *order[i];
       if (b.begin < a.begin + a.n_bytes) {
         return tensor_fail(b.name, "data [" + std::to_string(b.begin) + ", " + std::to_string(b.begin + b.n_bytes) +
-                                       ") overlaps tensor " + st_quoted(a.name) + " [" + std::to_string(a.begin) + ", " +
+                                       ") overlaps tensor " + quote_name(a.name) + " [" + std::to_string(a.begin) + ", " +
                                        std::to_string(a.begin + a.n_bytes) + ")");
       }
     }
@@ -497,34 +472,15 @@ Result<SafetensorsFile> SafetensorsFile::parse(const uint8_t* data, size_t size,
 }
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Status::error(path + ": cannot stat: " + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::error(path + ": not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size < kLenBytes) {
-    ::close(fd);
+  auto mapping = MappedFile::open(path);
+  if (!mapping) return mapping.status();
+  const size_t size = (*mapping)->size();
+  if (size < kLenBytes)
     return Status::error(path + ": offset 0: file truncated reading the 8-byte header length (file is " +
                          std::to_string(size) + " bytes)");
-  }
-  void* addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (addr == MAP_FAILED) return Status::error(path + ": mmap failed: " + std::strerror(err));
-  auto mapping = std::make_unique<detail::StMapping>();
-  mapping->addr = addr;
-  mapping->len = size;
-  Result<SafetensorsFile> r = parse(static_cast<const uint8_t*>(addr), size, path);
+  Result<SafetensorsFile> r = parse((*mapping)->data(), size, path);
   if (!r.is_ok()) return r;  // mapping released here
-  r->mapping_ = std::move(mapping);
+  r->mapping_ = std::move(mapping).value();
   return r;
 }
 
@@ -538,7 +494,7 @@ const StTensorInfo* SafetensorsFile::find(std::string_view name) const {
 Result<std::vector<float>> SafetensorsFile::read_f32(std::string_view name,
                                                      std::span<const int64_t> expected_shape) const {
   const StTensorInfo* t = find(name);
-  if (t == nullptr) return Status::error(name_ + ": tensor " + st_quoted(name) + " not found");
+  if (t == nullptr) return Status::error(name_ + ": tensor " + quote_name(name) + " not found");
   return st_read_f32(*t, data(*t), expected_shape, name_);
 }
 
@@ -604,19 +560,19 @@ Result<SafetensorsModel> SafetensorsModel::open_dir(const std::string& dir) {
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     const std::string& tname = it.key();
     if (!it.value().is_string()) {
-      return Status::error(index_path + ": \"weight_map\" entry for tensor " + st_quoted(tname) + " is " +
+      return Status::error(index_path + ": \"weight_map\" entry for tensor " + quote_name(tname) + " is " +
                            json_kind(it.value()) + ", expected a file name");
     }
     const std::string& fname = it.value().get_ref<const std::string&>();
     if (!plain_file_name(fname)) {
-      return Status::error(index_path + ": tensor " + st_quoted(tname) + " maps to " + st_quoted(fname) +
+      return Status::error(index_path + ": tensor " + quote_name(tname) + " maps to " + quote_name(fname) +
                            ", which is not a plain file name in " + m.dir_);
     }
     auto [sit, inserted] = shard_ids.emplace(fname, shard_ids.size());
     if (inserted) {
       const std::string path = m.dir_ + fname;
       if (!file_exists(path)) {
-        return Status::error(index_path + ": tensor " + st_quoted(tname) + " maps to missing shard " + path);
+        return Status::error(index_path + ": tensor " + quote_name(tname) + " maps to missing shard " + path);
       }
     }
     wanted.emplace_back(tname, sit->second);
@@ -635,14 +591,14 @@ Result<SafetensorsModel> SafetensorsModel::open_dir(const std::string& dir) {
     for (const StTensorInfo& t : m.files_[i].tensors()) {
       auto [it, inserted] = m.index_.emplace(t.name, Loc{&t, i});
       if (!inserted) {
-        return Status::error(m.dir_ + ": tensor " + st_quoted(t.name) + " appears in both " +
+        return Status::error(m.dir_ + ": tensor " + quote_name(t.name) + " appears in both " +
                              m.files_[it->second.file].path() + " and " + m.files_[i].path());
       }
     }
   }
   for (const auto& [tname, id] : wanted) {
     if (m.files_[id].find(tname) == nullptr) {
-      return Status::error(m.files_[id].path() + ": tensor " + st_quoted(tname) + " listed in " + index_path +
+      return Status::error(m.files_[id].path() + ": tensor " + quote_name(tname) + " listed in " + index_path +
                            " is not in this shard");
     }
   }
@@ -681,7 +637,7 @@ std::vector<std::string> SafetensorsModel::tensor_names() const {
 Result<std::vector<float>> SafetensorsModel::read_f32(std::string_view name,
                                                       std::span<const int64_t> expected_shape) const {
   auto it = index_.find(name);
-  if (it == index_.end()) return Status::error(dir_ + ": tensor " + st_quoted(name) + " not found");
+  if (it == index_.end()) return Status::error(dir_ + ": tensor " + quote_name(name) + " not found");
   const SafetensorsFile& f = files_[it->second.file];
   return st_read_f32(*it->second.info, f.data(*it->second.info), expected_shape, f.path());
 }

@@ -75,9 +75,7 @@ std::string st_shape_string(std::span<const int64_t> shape);
 Result<std::vector<float>> st_read_f32(const StTensorInfo& info, const uint8_t* data,
                                        std::span<const int64_t> expected_shape, const std::string& file);
 
-namespace detail {
-struct StMapping;
-}
+class MappedFile;
 
 class SafetensorsFile {
  public:
@@ -117,7 +115,7 @@ class SafetensorsFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t data_start_ = 8;
-  std::unique_ptr<detail::StMapping> mapping_;  // set by open(); null for parse()
+  std::unique_ptr<MappedFile> mapping_;  // set by open(); null for parse()
   std::vector<StTensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
 };

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/safetensors.h"
+#include "formats/mapped_file.h"
 
 namespace dspark::formats {
 
@@ -52,21 +53,6 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-std::string q(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '\'' || c == '\\') {
-      static const char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
 
 Status write_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -88,8 +74,8 @@ Result<std::vector<uint8_t>> build_header(const std::vector<StWriteTensor>& tens
     if (!metadata.empty()) {
       nlohmann::ordered_json m = nlohmann::ordered_json::object();
       for (const auto& [k, v] : metadata) {
-        if (!valid_utf8(k)) return Status::error(name + ": metadata key " + q(k) + " is not valid UTF-8");
-        if (!valid_utf8(v)) return Status::error(name + ": metadata value of " + q(k) + " is not valid UTF-8");
+        if (!valid_utf8(k)) return Status::error(name + ": metadata key " + quote_name(k) + " is not valid UTF-8");
+        if (!valid_utf8(v)) return Status::error(name + ": metadata value of " + quote_name(k) + " is not valid UTF-8");
         m[k] = v;
       }
       header[kStMetadataKey] = std::move(m);
@@ -97,7 +83,7 @@ Result<std::vector<uint8_t>> build_header(const std::vector<StWriteTensor>& tens
     std::set<std::string_view> seen;
     uint64_t offset = 0;
     for (const StWriteTensor& t : tensors) {
-      const std::string ctx = name + ": tensor " + q(t.name) + ": ";
+      const std::string ctx = name + ": tensor " + quote_name(t.name) + ": ";
       if (t.name.empty()) return Status::error(name + ": tensor with an empty name");
       if (t.name == kStMetadataKey) return Status::error(ctx + "name is reserved for metadata");
       if (!valid_utf8(t.name)) return Status::error(ctx + "name is not valid UTF-8");
