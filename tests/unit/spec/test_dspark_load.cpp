@@ -121,6 +121,17 @@ TEST_F(DSparkLoad, WrongShape) {
   EXPECT_MENTIONS(e, "[40, 120]");
 }
 
+TEST_F(DSparkLoad, WrongDtype) {
+  const std::string dir = copy_variant("a_vanilla_conf_bf16");
+  edit_tensors(dir, [](auto& ts) {
+    for (auto& t : ts)
+      if (t.name == "norm.weight") t.dtype = formats::StDType::kI16;  // same byte size as BF16
+  });
+  const std::string e = load_error(dir);
+  EXPECT_MENTIONS(e, "norm.weight");
+  EXPECT_MENTIONS(e, "I16");
+}
+
 TEST_F(DSparkLoad, UnexpectedTensor) {
   const std::string dir = copy_variant("a_vanilla_conf_bf16");
   edit_tensors(dir, [](auto& ts) {

@@ -111,6 +111,26 @@ TEST_F(SpecTiny, GreedyIsLosslessForEveryDrafterAndGamma) {
   }
 }
 
+TEST_F(SpecTiny, DraftModelVocabularyMustMatch) {
+  EXPECT_TRUE(spec::check_same_vocab(*tok_, *tok_).is_ok());
+  std::vector<tokenizer::testing::TinyPiece> pieces;
+  auto v = tokenizer::testing::make_tiny_vocab(pieces);
+  for (int i = (int)v.tokens.size(); i < kVocab; ++i) {
+    v.tokens.push_back(i == 290 ? "other" : "w" + std::to_string(i));
+    v.scores.push_back(0);
+    v.types.push_back((int32_t)tokenizer::TokenType::kNormal);
+  }
+  auto other = std::move(tokenizer::SpmTokenizer::create(v)).value();
+  const Status st = spec::check_same_vocab(*tok_, other);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("token 290"), std::string::npos) << st.message();
+  v.tokens.pop_back();
+  v.scores.pop_back();
+  v.types.pop_back();
+  auto shorter = std::move(tokenizer::SpmTokenizer::create(v)).value();
+  EXPECT_NE(spec::check_same_vocab(*tok_, shorter).message().find("tokens"), std::string::npos);
+}
+
 // Chi-square of the first two emitted tokens against the target's exact distribution, with a
 // drafter (another model) whose proposals disagree with the target most of the time.
 TEST_F(SpecTiny, SamplingFollowsTargetDistribution) {
