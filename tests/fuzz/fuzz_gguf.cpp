@@ -1,6 +1,6 @@
 // libFuzzer target: GgufFile::parse on arbitrary bytes, then every getter on every pair and every
 // tensor accessor. Any crash, sanitizer report, abort (DSPARK_CHECK) or oversized allocation
-// (-malloc_limit_mb in scripts/fuzz_gguf.sh) is a finding.
+// (-malloc_limit_mb in scripts/fuzz.sh) is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <string>

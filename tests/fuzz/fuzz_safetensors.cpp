@@ -1,7 +1,7 @@
 // libFuzzer target: SafetensorsFile::parse on arbitrary bytes, then every accessor on every tensor
 // (find, data, first/last byte, read_f32) and a write/re-parse round trip of whatever parsed. Any
 // crash, sanitizer report, abort (DSPARK_CHECK) or oversized allocation (-malloc_limit_mb in
-// scripts/fuzz_safetensors.sh) is a finding.
+// scripts/fuzz.sh safetensors) is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
