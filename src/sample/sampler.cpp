@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/ops.h"
+
 namespace dspark::sample {
 
 Status validate(const SamplerConfig& c) {
@@ -19,10 +21,7 @@ Status validate(const SamplerConfig& c) {
 const std::vector<TokenProb>& Sampler::distribution(const float* logits, int64_t n) {
   cand_.clear();
   if (greedy()) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; ++i)
-      if (logits[i] > logits[best]) best = i;
-    cand_.push_back({(int32_t)best, 1.0f});
+    cand_.push_back({(int32_t)kernels::argmax(logits, n), 1.0f});
     return cand_;
   }
   float max_logit = logits[0];

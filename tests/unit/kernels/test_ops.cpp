@@ -57,6 +57,24 @@ TEST(Ops, RopeNeoxMatchesFormula) {
   }
 }
 
+TEST(Ops, ArgmaxFirstIndexOfTheMaximum) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd;
+  for (int64_t n : {1, 15, 16, 17, 100, 262144}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = nd(rng);
+    int64_t want = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (x[i] > x[want]) want = i;
+    EXPECT_EQ(argmax(x.data(), n), want) << n;
+    if (n > 40) {  // ties: the first index wins
+      x[n - 3] = x[want] + 1.0f;
+      x[20] = x[n - 3];
+      EXPECT_EQ(argmax(x.data(), n), 20) << n;
+    }
+  }
+}
+
 TEST(Ops, F16RowConversionRoundsToNearestEven) {
   const float x[3] = {1.0f, 1.0f + 1.0f / 2048, 65504.0f};
   uint16_t y[3];
