@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +58,8 @@ class Drafter {
   // Positions [pos, pos + committed.size()) are committed: committed[0] is the old pending token,
   // followed by the accepted drafts. `taps` has one row per committed token.
   virtual Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) = 0;
+  // Drafter-specific counters for the request's telemetry (empty object if none).
+  virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };
 
 }  // namespace dspark::spec

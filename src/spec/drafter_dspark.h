@@ -56,6 +56,12 @@ class DSparkDrafter : public Drafter {
   const DSparkOptions& options() const { return opt_; }
   int gamma() const { return gamma_; }
   const MarkovFastPathStats& fast_path_stats() const { return markov_.stats(); }
+  nlohmann::json stats() const override {
+    const MarkovFastPathStats& f = markov_.stats();
+    return {{"markov_fast_path", {{"slots", f.slots}, {"hits", f.hits}, {"fallbacks", f.fallbacks},
+                                  {"hit_rate", f.hit_rate()}, {"macs_full", f.macs_full},
+                                  {"macs_done", f.macs_done}, {"macs_saved", f.macs_saved()}}}};
+  }
   void reset_fast_path_stats() { markov_.reset_stats(); }
 
   // Inspection of the last draft() (tests, debugging). Rows are slots 0..last_slots()-1.

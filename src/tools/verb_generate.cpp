@@ -105,6 +105,7 @@ int verb_generate(int argc, char** argv) {
   const bool speculative = !draft_path.empty() || !draft_kind.empty();
   Result<generate::GenerateResult> res = Status::error("not run");
   spec::SpecStats stats;
+  nlohmann::json drafter_stats;
   if (speculative) {
     DrafterOptions dopt{.kind = draft_kind.empty() ? "auto" : draft_kind, .path = draft_path, .gamma = (int)n_draft,
                         .threshold = draft_threshold, .n_ctx = n_ctx};
@@ -114,6 +115,7 @@ int verb_generate(int argc, char** argv) {
     auto r = spec::generate_spec(*lm->model, session, *lm->tok, ids, sp, *bundle->drafter, on_text);
     if (!r) { std::fprintf(stderr, "\ndspark generate: %s\n", r.message().c_str()); return 1; }
     stats = r->stats;
+    drafter_stats = bundle->drafter->stats();
     res = std::move(r->out);
   } else {
     res = generate::generate(*lm->model, session, *lm->tok, ids, params, on_text);
@@ -133,7 +135,10 @@ int verb_generate(int argc, char** argv) {
                         {"decode_tok_s", res->decode_tok_s()},
                         {"threads", threads},
                         {"peak_rss_bytes", peak_rss_bytes()}};
-    if (speculative) j["spec"] = stats.to_json();
+    if (speculative) {
+      j["spec"] = stats.to_json();
+      j["spec"]["drafter"] = drafter_stats;
+    }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fprintf(stderr, "\n\nprompt tokens: %lld | generated: %zu (%s) | prefill: %.1f tok/s | decode: %.1f tok/s\n",
