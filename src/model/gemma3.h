@@ -41,6 +41,39 @@ struct SessionOptions {
 };
 
 class Gemma3Model;
+class Session;
+
+// Activation buffers of one forward over up to max_rows rows (rows of one or several sequences),
+// reused across forwards: no allocation in the steady state. One per calling thread.
+struct ForwardScratch {
+  ForwardScratch(const Gemma3Config& c, int64_t max_rows, int64_t max_ctx, ThreadPool* pool);
+  int64_t max_rows = 0;
+  int64_t max_ctx = 0;             // largest context of any session it serves (attention scores)
+  kernels::MatmulContext mm;
+  ThreadPool* pool = nullptr;
+  std::vector<float> x;            // [rows, n_embd] residual stream
+  std::vector<float> xn;           // [rows, n_embd] normed input
+  std::vector<float> q;            // [rows, n_head * head_dim]
+  std::vector<float> k;            // [rows, kv_dim]
+  std::vector<float> v;            // [rows, kv_dim]
+  std::vector<float> attn;         // [rows, n_head * head_dim]
+  std::vector<float> o;            // [rows, n_embd]
+  std::vector<float> gate;         // [rows, n_ff]
+  std::vector<float> up;           // [rows, n_ff]
+  std::vector<float> scores;       // [n_threads, n_head / n_head_kv, max_ctx]
+  std::vector<float> logits;       // [n_seq, n_vocab] multi-sequence staging (grown on demand)
+  // Row plan of the current forward: [rows]
+  std::vector<Session*> row_session;
+  std::vector<int64_t> row_pos;    // absolute position of the row in its sequence
+  std::vector<int64_t> row_out;    // row index in its session's outputs (taps, kAll logits)
+  std::vector<int32_t> row_token;
+};
+
+// One sequence's part of a multi-sequence forward.
+struct SeqInput {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;
+};
 
 class Session {
  public:
@@ -59,19 +92,7 @@ class Session {
  private:
   friend class Gemma3Model;
   KvCache kv_;
-  kernels::MatmulContext mm_;
-  ThreadPool* pool_;
-  // Scratch, sized [max_batch, ...] once at construction.
-  std::vector<float> x_;        // [B, n_embd] residual stream
-  std::vector<float> xn_;       // [B, n_embd] normed input
-  std::vector<float> q_;        // [B, n_head * head_dim]
-  std::vector<float> k_;        // [B, kv_dim]
-  std::vector<float> v_;        // [B, kv_dim]
-  std::vector<float> attn_;     // [B, n_head * head_dim]
-  std::vector<float> o_;        // [B, n_embd]
-  std::vector<float> gate_;     // [B, n_ff]
-  std::vector<float> up_;       // [B, n_ff]
-  std::vector<float> scores_;   // [n_threads, n_head / n_head_kv, n_ctx] attention scratch
+  ForwardScratch scratch_;      // for forwards of this session alone, [max_batch] rows
   std::vector<float> logits_;   // [n_out, n_vocab]
   int64_t n_logit_rows_ = 0;
   std::vector<std::vector<float>> taps_;
@@ -90,14 +111,24 @@ class Gemma3Model {
   // Errors (not aborts) when the context would overflow or a token id is out of range.
   Status forward(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const;
 
+  // Several sequences in one forward: every matrix product runs once over all their rows (weights
+  // read once), attention and KV writes stay per sequence. Each session receives exactly what
+  // forward(session, tokens, opt) would give it (bitwise: the kernels are batch-invariant).
+  // Each sequence's tokens must fit its session's max_batch, all rows must fit `scratch`, and the
+  // sessions must be distinct.
+  Status forward_multi(std::span<const SeqInput> seqs, const ForwardOptions& opt, ForwardScratch& scratch) const;
+
  private:
   Gemma3Model(formats::GgufFile file, Gemma3Config config, Gemma3Weights weights)
       : file_(std::move(file)), config_(config), weights_(std::move(weights)) {}
 
-  // One chunk of <= max_batch tokens. out_row0: first logits row to write (kAll).
-  void forward_chunk(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt,
-                     int64_t tap_row0, bool last_chunk) const;
-  void attention(Session& s, int64_t il, int64_t n_tokens, int64_t pos0) const;
+  // Checks tokens and context room for one sequence; sizes its outputs for n_out_rows rows.
+  Status prepare(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const;
+  // Runs the n rows planned in w.row_* (grouped by session, in position order). Sessions whose
+  // last row is in `last_rows` get kLast logits from it.
+  void forward_rows(ForwardScratch& w, int64_t n, const ForwardOptions& opt,
+                    std::span<const int64_t> last_rows) const;
+  void attention(ForwardScratch& w, int64_t il, int64_t n) const;
 
   formats::GgufFile file_;
   Gemma3Config config_;

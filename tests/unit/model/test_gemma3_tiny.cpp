@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "model/gemma3.h"
@@ -113,6 +114,49 @@ TEST_F(TinyModel, TapsDoNotChangeLogits) {
   EXPECT_EQ(max_abs_diff(a.logits(), b.logits(), (size_t)12 * tiny_.n_vocab), 0.0f);
   ASSERT_EQ(b.tap(0).size(), (size_t)12 * tiny_.n_embd);
   EXPECT_FLOAT_EQ(b.tap(0)[0], tiny_.embd[(size_t)toks[0] * tiny_.n_embd] * std::sqrt((float)tiny_.n_embd));
+}
+
+// Several sequences in one forward give each session bitwise what its own forward gives.
+TEST_F(TinyModel, MultiSequenceForwardEqualsSeparateForwards) {
+  const model::SessionOptions opt{.n_ctx = 64, .max_batch = 16};
+  for (model::LogitsMode mode : {model::LogitsMode::kAll, model::LogitsMode::kLast}) {
+    const model::ForwardOptions fo{mode, {1, model::kTapFinalNorm}};
+    std::vector<std::unique_ptr<model::Session>> alone, batched;
+    const std::vector<std::vector<int32_t>> history = {{}, tokens(9, 20), tokens(30, 21)};
+    const std::vector<std::vector<int32_t>> fresh = {tokens(5, 22), tokens(1, 23), tokens(7, 24)};
+    for (size_t i = 0; i < history.size(); ++i) {
+      alone.push_back(std::make_unique<model::Session>(*model_, opt, &pool_));
+      batched.push_back(std::make_unique<model::Session>(*model_, opt, &pool_));
+      for (auto* s : {alone.back().get(), batched.back().get()})
+        if (!history[i].empty()) ASSERT_TRUE(model_->forward(*s, history[i], {}).is_ok());
+    }
+    model::ForwardScratch scratch(model_->config(), 32, 64, &pool_);
+    std::vector<model::SeqInput> seqs;
+    for (size_t i = 0; i < fresh.size(); ++i) seqs.push_back({batched[i].get(), fresh[i]});
+    ASSERT_TRUE(model_->forward_multi(seqs, fo, scratch).is_ok());
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      ASSERT_TRUE(model_->forward(*alone[i], fresh[i], fo).is_ok());
+      EXPECT_EQ(batched[i]->n_past(), alone[i]->n_past());
+      const size_t n_logits = (size_t)alone[i]->n_logits_rows() * tiny_.n_vocab;
+      ASSERT_EQ(batched[i]->n_logits_rows(), alone[i]->n_logits_rows());
+      EXPECT_EQ(std::memcmp(batched[i]->logits(), alone[i]->logits(), n_logits * sizeof(float)), 0) << i;
+      for (size_t t = 0; t < 2; ++t) EXPECT_EQ(batched[i]->tap(t), alone[i]->tap(t)) << i;
+    }
+  }
+}
+
+TEST_F(TinyModel, MultiSequenceForwardRefusesBadPlans) {
+  model::Session a(*model_, {.n_ctx = 64, .max_batch = 4}, &pool_);
+  model::ForwardScratch small(model_->config(), 4, 64, &pool_);
+  const auto t5 = tokens(5, 30), t3 = tokens(3, 31);
+  std::vector<model::SeqInput> too_long = {{&a, t5}};
+  EXPECT_NE(model_->forward_multi(too_long, {}, small).message().find("max_batch"), std::string::npos);
+  std::vector<model::SeqInput> twice = {{&a, t3}, {&a, t3}};
+  EXPECT_NE(model_->forward_multi(twice, {}, small).message().find("twice"), std::string::npos);
+  model::Session b(*model_, {.n_ctx = 64, .max_batch = 4}, &pool_);
+  std::vector<model::SeqInput> too_many = {{&a, t3}, {&b, t3}};
+  EXPECT_NE(model_->forward_multi(too_many, {}, small).message().find("rows"), std::string::npos);
+  EXPECT_EQ(a.n_past(), 0);  // nothing ran
 }
 
 TEST_F(TinyModel, ErrorsInsteadOfAborts) {
