@@ -74,16 +74,20 @@ const std::vector<TokenProb>& Sampler::distribution(const float* logits, int64_t
   return cand_;
 }
 
-int32_t Sampler::sample(const float* logits, int64_t n) {
-  const auto& dist = distribution(logits, n);
-  if (dist.size() == 1) return dist[0].id;
-  const double u = rng_.uniform();
+int32_t draw(const std::vector<TokenProb>& dist, Rng& rng) {
+  const double u = rng.uniform();
   double cum = 0;
   for (const TokenProb& tp : dist) {
     cum += tp.p;
     if (u < cum) return tp.id;
   }
-  return dist.back().id;
+  return dist.back().id;  // rounding left u above the total
+}
+
+int32_t Sampler::sample(const float* logits, int64_t n) {
+  const auto& dist = distribution(logits, n);
+  if (dist.size() == 1) return dist[0].id;  // greedy / one candidate: no random draw
+  return draw(dist, rng_);
 }
 
 }  // namespace dspark::sample

@@ -28,6 +28,9 @@ struct TokenProb {
   float p;
 };
 
+// Inverse-CDF draw of one token from a distribution summing to 1 (consumes one uniform).
+int32_t draw(const std::vector<TokenProb>& dist, Rng& rng);
+
 class Sampler {
  public:
   explicit Sampler(const SamplerConfig& cfg) : cfg_(cfg), rng_(cfg.seed) {}

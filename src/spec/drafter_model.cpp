@@ -42,13 +42,7 @@ Status ModelDrafter::draft(const DraftRequest& req, DraftResult* out) {
       SparseDist q;
       q.reserve(dist.size());
       for (const auto& tp : dist) q.emplace_back(tp.id, tp.p);
-      const double u = req.rng->uniform();
-      double cum = 0;
-      tok = dist.back().id;
-      for (const auto& tp : dist) {
-        cum += tp.p;
-        if (u < cum) { tok = tp.id; break; }
-      }
+      tok = sample::draw(dist, *req.rng);
       out->q.push_back(std::move(q));
     } else {
       tok = (int32_t)std::distance(session_.logits(),

@@ -21,15 +21,6 @@ float prob_of(const SparseDist& dist, int32_t id) {
   return 0.0f;
 }
 
-int32_t draw(const std::vector<sample::TokenProb>& dist, Rng& rng) {
-  const double u = rng.uniform();
-  double cum = 0;
-  for (const auto& tp : dist) {
-    cum += tp.p;
-    if (u < cum) return tp.id;
-  }
-  return dist.back().id;
-}
 
 }  // namespace
 
@@ -73,14 +64,14 @@ Acceptance accept_rejection(std::span<const std::vector<sample::TokenProb>> p, s
       }
     }
     if (mass <= 1e-8) {
-      a.next = draw(p[i], rng);
+      a.next = sample::draw(p[i], rng);
     } else {
       for (auto& tp : residual) tp.p = (float)(tp.p / mass);
-      a.next = draw(residual, rng);
+      a.next = sample::draw(residual, rng);
     }
     return a;
   }
-  a.next = draw(p[drafts.size()], rng);
+  a.next = sample::draw(p[drafts.size()], rng);
   return a;
 }
 

@@ -10,27 +10,13 @@
 #include "spec/drafter_model.h"
 #include "spec/drafter_ngram.h"
 #include "spec/spec_decode.h"
+#include "../unit/spec/random_drafter.h"
 
 namespace dspark::testing {
 namespace {
 
 constexpr float kNearTie = 1e-3f;
 constexpr int kNewTokens = 32;
-
-class RandomDrafter : public spec::Drafter {
- public:
-  std::string kind() const override { return "random"; }
-  Status begin(std::span<const int32_t>, const spec::TapRows&) override { return Status::ok(); }
-  Status draft(const spec::DraftRequest& req, spec::DraftResult* out) override {
-    out->clear();
-    for (int i = 0; i < req.max_n; ++i) out->tokens.push_back(1000 + (int32_t)(rng_.next() % 100000));
-    return Status::ok();
-  }
-  Status commit(std::span<const int32_t>, int64_t, const spec::TapRows&) override { return Status::ok(); }
-
- private:
-  Rng rng_{5};
-};
 
 // Serial greedy tokens and the smallest top-2 logit margin along the way.
 std::pair<std::vector<int32_t>, float> serial_greedy(const std::vector<int32_t>& prompt) {
@@ -71,7 +57,7 @@ TEST(SpecReal, GreedyOutputEqualsSerial) {
     for (int gamma : {1, 2, 3, 5, 7}) {
       spec::NgramDrafter ngram;
       spec::ModelDrafter self(model, {.n_ctx = 1024, .max_batch = 512}, &test_pool(), {});
-      RandomDrafter random;
+      RandomDrafter random(1000, 100000, 5);
       for (spec::Drafter* d : std::vector<spec::Drafter*>{&ngram, &self, &random}) {
         if (d == &self && gamma > 3) continue;  // the self-draft costs gamma forwards a round
         model::Session s(model, {.n_ctx = 1024, .max_batch = 512}, &test_pool());

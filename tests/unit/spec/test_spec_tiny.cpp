@@ -13,35 +13,13 @@
 #include "generate/generate.h"
 #include "spec/drafter_model.h"
 #include "spec/drafter_ngram.h"
+#include "random_drafter.h"
 #include "spec/spec_decode.h"
 
 namespace dspark {
 namespace {
 
 constexpr int kVocab = 300;
-
-// Proposes uniformly random tokens (a deliberately bad drafter); q is uniform.
-class RandomDrafter : public spec::Drafter {
- public:
-  std::string kind() const override { return "random"; }
-  Status begin(std::span<const int32_t>, const spec::TapRows&) override { return Status::ok(); }
-  Status draft(const spec::DraftRequest& req, spec::DraftResult* out) override {
-    out->clear();
-    for (int i = 0; i < req.max_n; ++i) {
-      out->tokens.push_back((int32_t)(rng_.next() % kVocab));
-      if (req.temperature > 0) {
-        spec::SparseDist q;
-        for (int32_t t = 0; t < kVocab; ++t) q.emplace_back(t, 1.0f / kVocab);
-        out->q.push_back(std::move(q));
-      }
-    }
-    return Status::ok();
-  }
-  Status commit(std::span<const int32_t>, int64_t, const spec::TapRows&) override { return Status::ok(); }
-
- private:
-  Rng rng_{77};
-};
 
 class SpecTiny : public ::testing::Test {
  protected:
@@ -92,7 +70,7 @@ TEST_F(SpecTiny, GreedyIsLosslessForEveryDrafterAndGamma) {
     spec::NgramDrafter ngram;
     spec::ModelDrafter self(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_, {});
     spec::ModelDrafter other(*other_, {.n_ctx = 256, .max_batch = 64}, &pool_, {});
-    RandomDrafter random;
+    testing::RandomDrafter random(0, kVocab, 77);
     for (spec::Drafter* d : std::vector<spec::Drafter*>{&ngram, &self, &other, &random}) {
       model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
       spec::SpecParams sp;

@@ -1,0 +1,33 @@
+// A deliberately bad drafter for tests: proposes uniformly random ids in [first, first + count);
+// at temperature > 0 it reports that uniform q.
+#pragma once
+
+#include "spec/drafter.h"
+
+namespace dspark::testing {
+
+class RandomDrafter : public spec::Drafter {
+ public:
+  RandomDrafter(int32_t first, int32_t count, uint64_t seed) : first_(first), count_(count), rng_(seed) {}
+  std::string kind() const override { return "random"; }
+  Status begin(std::span<const int32_t>, const spec::TapRows&) override { return Status::ok(); }
+  Status draft(const spec::DraftRequest& req, spec::DraftResult* out) override {
+    out->clear();
+    for (int i = 0; i < req.max_n; ++i) {
+      out->tokens.push_back(first_ + (int32_t)(rng_.next() % (uint64_t)count_));
+      if (req.temperature > 0) {
+        spec::SparseDist q;
+        for (int32_t t = 0; t < count_; ++t) q.emplace_back(first_ + t, 1.0f / count_);
+        out->q.push_back(std::move(q));
+      }
+    }
+    return Status::ok();
+  }
+  Status commit(std::span<const int32_t>, int64_t, const spec::TapRows&) override { return Status::ok(); }
+
+ private:
+  int32_t first_, count_;
+  Rng rng_;
+};
+
+}  // namespace dspark::testing
