@@ -17,6 +17,8 @@ function(dspark_kernel_isa_flags target)
     elseif(src MATCHES "_amx\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
         "-mamx-tile;-mamx-int8;-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mavx512dq;-mavx2;-mfma;-mf16c;-mbmi2")
+    elseif(src MATCHES "_fastmath\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-ffast-math;-fopenmp-simd")
     elseif(src MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mbmi2")
     endif()

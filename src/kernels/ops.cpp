@@ -164,3 +164,16 @@ void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
 #endif
 
 }  // namespace dspark::kernels
+
+namespace dspark::kernels {
+
+double exp_shift_sum_ref(const float* x, int64_t n, float shift, float scale, float* out) {
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = std::exp((x[i] - shift) * scale);
+    total += out[i];
+  }
+  return total;
+}
+
+}  // namespace dspark::kernels

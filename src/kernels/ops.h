@@ -42,6 +42,12 @@ void add_inplace(float* y, const float* x, int64_t n);
 // Index of the largest value (first on ties).
 int64_t argmax(const float* x, int64_t n);
 
+// out[i] = exp((x[i] - shift) * scale) for i < n; returns the sum (double). Vectorized through
+// glibc's libmvec (ops_fastmath.cpp, -ffast-math: within a few ulp of std::exp; inputs must be
+// finite). Used for softmax normalizers over the 262k vocabulary. Scalar oracle: exp_shift_sum_ref.
+double exp_shift_sum(const float* x, int64_t n, float shift, float scale, float* out);
+double exp_shift_sum_ref(const float* x, int64_t n, float shift, float scale, float* out);
+
 // f16 storage helpers (IEEE half) for the KV cache.
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 

@@ -1,0 +1,26 @@
+// Compiled with -ffast-math (cmake/dspark_library.cmake) so the exp loop vectorizes through
+// glibc's libmvec; nothing else belongs in this file.
+#include <cmath>
+
+#include "kernels/ops.h"
+
+namespace dspark::kernels {
+
+double exp_shift_sum(const float* x, int64_t n, float shift, float scale, float* out) {
+  double total = 0;
+  constexpr int64_t kChunk = 1024;  // f32 partial sums over short chunks, summed in double
+  for (int64_t c = 0; c < n; c += kChunk) {
+    const int64_t e = c + kChunk < n ? c + kChunk : n;
+    float part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t i = c; i < e; ++i) {
+      const float v = std::exp((x[i] - shift) * scale);
+      out[i] = v;
+      part += v;
+    }
+    total += part;
+  }
+  return total;
+}
+
+}  // namespace dspark::kernels
