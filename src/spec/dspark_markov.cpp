@@ -43,7 +43,7 @@ void MarkovHead::reset() { std::fill(s_.begin(), s_.end(), 0.0f); }
 void MarkovHead::prepare(int32_t prev, const float* h_k, kernels::MatmulContext& mm) {
   const DSparkWeights& w = m_.weights();
   const kernels::QMatrix& w1 = w.markov_w1;
-  kernels::dequantize_row(w1.type, static_cast<const uint8_t*>(w1.data) + (size_t)prev * w1.row_stride, e_.data(), r_);
+  kernels::dequantize_row(w1.type, static_cast<const uint8_t*>(w1.data) + (size_t)w.markov_w1_row(prev) * w1.row_stride, e_.data(), r_);
   switch (m_.config().markov_type) {
     case MarkovHeadType::kVanilla:
       std::copy(e_.begin(), e_.end(), u_.begin());

@@ -180,13 +180,22 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
   if (st_->find("lm_head.weight")) {
     DSPARK_RETURN_IF_ERROR(mat("lm_head.weight", vd, H, &w_.lm_head));
   } else {
-    if (!w_.d2t.empty())
-      return Status::error(dir_ + ": tensor 'lm_head.weight' is absent together with 'd2t' (not defined)");
     if (!have_tables || !tables->lm_head.data)
       return Status::error(dir_ + ": tensor 'lm_head.weight' is absent and no target output table was given");
     DSPARK_RETURN_IF_ERROR(check_table(tables->lm_head, "output matrix"));
     w_.lm_head = tables->lm_head;
     w_.lm_head_from_target = true;
+    if (!w_.d2t.empty()) {
+      // E3: the draft LM head is the target's rows d2t[j], copied in the target's own encoding
+      // (quantized rows are self-contained blocks), so drafter and target logits agree exactly.
+      const kernels::QMatrix& t = tables->lm_head;
+      owned_.emplace_back(new uint8_t[(size_t)vd * t.row_stride]);
+      uint8_t* dst = owned_.back().get();
+      for (int64_t j = 0; j < vd; ++j)
+        std::memcpy(dst + (size_t)j * t.row_stride, static_cast<const uint8_t*>(t.data) + (size_t)w_.d2t[(size_t)j] * t.row_stride,
+                    t.row_stride);
+      w_.lm_head = kernels::QMatrix{t.type, vd, t.n_cols, dst, t.row_stride};
+    }
   }
   (void)target;
 
@@ -220,7 +229,15 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
   }
 
   if (r > 0) {
-    DSPARK_RETURN_IF_ERROR(mat("markov_head.markov_w1.weight", c.vocab_size, r, &w_.markov_w1));
+    // E4: with d2t, markov_w1 may have V_d + 1 rows: row j for target id d2t[j], the last row for
+    // every other id (an anchor outside the draft vocabulary).
+    const formats::StTensorInfo* w1i = st_->find("markov_head.markov_w1.weight");
+    const bool w1_draft = w1i && !w_.d2t.empty() && w1i->shape.size() == 2 && w1i->shape[0] == vd + 1;
+    DSPARK_RETURN_IF_ERROR(mat("markov_head.markov_w1.weight", w1_draft ? vd + 1 : c.vocab_size, r, &w_.markov_w1));
+    if (w1_draft) {
+      w_.w1_row.assign((size_t)c.vocab_size, (int32_t)vd);
+      for (int64_t j = 0; j < vd; ++j) w_.w1_row[(size_t)w_.d2t[(size_t)j]] = (int32_t)j;
+    }
     DSPARK_RETURN_IF_ERROR(mat("markov_head.markov_w2.weight", vd, r, &w_.markov_w2));
     if (c.markov_type == MarkovHeadType::kGated) {
       DSPARK_RETURN_IF_ERROR(mat("markov_head.gate_proj.weight", r, H + r, &w_.gate_w));

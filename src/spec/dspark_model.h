@@ -6,7 +6,9 @@
 // costs its file size and no f32 copy). A tensor whose data is not aligned to its element size is
 // copied once into owned storage. Norm vectors, biases and layer_scalar are read to f32.
 // Extension E1: embed_tokens / lm_head absent -> the target's tables (TargetTables, views that must
-// outlive the model). Extension E2: d2t [V_d] I64 maps draft indices to target ids.
+// outlive the model). Extension E2: d2t [V_d] I64 maps draft indices to target ids. E3: lm_head absent
+// with d2t -> the target's output rows d2t[j] (copied, same encoding). E4: markov_w1 [V_d + 1, r] with
+// d2t -> indexed through d2t, last row shared by ids outside the draft vocabulary.
 //
 // Forward numerics are f32 (norms accumulate in double, RoPE angles in double); the reference
 // (scripts/dspark_ref.py, float64) agrees to ~1e-5 on the synthetic goldens.
@@ -71,6 +73,8 @@ struct DSparkWeights {
   std::vector<float> conf_w;   // [H (+ r)]
   float conf_b = 0.0f;
   std::vector<int32_t> d2t;    // [V_d] target id of draft index j; empty = identity
+  std::vector<int32_t> w1_row; // [V] markov_w1 row of a target id (E4); empty = the id itself
+  int64_t markov_w1_row(int32_t target_id) const { return w1_row.empty() ? target_id : w1_row[(size_t)target_id]; }
   bool embed_from_target = false, lm_head_from_target = false;
 };
 

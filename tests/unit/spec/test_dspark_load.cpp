@@ -219,15 +219,27 @@ TEST_F(DSparkLoad, TargetTables) {
   const kernels::QMatrix q{DType::F32, 192, 32, table.data(), 32 * 4};
   const TargetTables bad{q, q, 192, 32};
   EXPECT_MENTIONS(load_error(e, kTarget, {}, &bad), "token embedding");
-  // f: d2t without lm_head is not defined.
+  // f: d2t without lm_head (E3): the draft LM head is the target's rows d2t[j]; without target
+  // tables it is an error naming the tensor.
   const std::string f = copy_variant("f_d2t_bf16");
   edit_tensors(f, [](auto& ts) {
     std::erase_if(ts, [](const formats::StWriteTensor& t) { return t.name == "lm_head.weight"; });
   });
-  std::vector<float> good(192 * 40, 0.0f);
+  std::vector<float> good(192 * 40);
+  for (size_t i = 0; i < good.size(); ++i) good[i] = (float)i;
   const kernels::QMatrix g{DType::F32, 192, 40, good.data(), 40 * 4};
+  const TargetTables embed_only{g, kernels::QMatrix{}, 192, 40};
+  EXPECT_MENTIONS(load_error(f, kTarget, {}, &embed_only), "lm_head.weight");
   const TargetTables ok{g, g, 192, 40};
-  EXPECT_MENTIONS(load_error(f, kTarget, {}, &ok), "lm_head.weight");
+  auto m = DSparkModel::load(f, kTarget, &ok);
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  const DSparkWeights& w = (*m)->weights();
+  ASSERT_EQ(w.lm_head.n_rows, (int64_t)w.d2t.size());
+  for (size_t j = 0; j < w.d2t.size(); ++j) {
+    float row[40];
+    kernels::dequantize_row(w.lm_head.type, static_cast<const uint8_t*>(w.lm_head.data) + j * w.lm_head.row_stride, row, 40);
+    ASSERT_EQ(row[7], good[(size_t)w.d2t[j] * 40 + 7]) << "draft row " << j;
+  }
 }
 
 TEST_F(DSparkLoad, BadD2t) {
