@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(build-essential cmake g++ git pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
       python3 python3-venv python3-pip
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev
+      libopenblas-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

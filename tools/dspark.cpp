@@ -19,11 +19,13 @@ constexpr Verb kVerbs[] = {
     {"generate", dspark::tools::verb_generate, "generate text from a prompt (streams, then prints speeds)"},
     {"bench", dspark::tools::verb_bench, "prefill/decode speed (median of repeats) and the verify-cost curve"},
     {"inspect", dspark::tools::verb_inspect, "print a GGUF file's metadata and tensor table"},
+    {"regen", dspark::tools::verb_regen, "target answers training prompts -> shards for drafter training"},
+    {"train-drafter", dspark::tools::verb_train_drafter, "train a DSpark drafter on regen shards"},
 };
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: dspark <command> [options]   (dspark <command> --help for details)\n\ncommands:\n");
-  for (const Verb& v : kVerbs) std::fprintf(out, "  %-10s %s\n", v.name, v.summary);
+  for (const Verb& v : kVerbs) std::fprintf(out, "  %-14s %s\n", v.name, v.summary);
 }
 
 }  // namespace

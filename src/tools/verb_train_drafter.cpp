@@ -1,0 +1,155 @@
+// dspark train-drafter: trains a DSpark drafter for the target on regen shards (src/train/).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/threadpool.h"
+#include "tools/args.h"
+#include "tools/loaded_model.h"
+#include "tools/verbs.h"
+#include "train/gemm.h"
+#include "train/trainer.h"
+
+namespace dspark::tools {
+
+namespace {
+
+Result<std::vector<int>> parse_taps(const std::string& s) {
+  std::vector<int> out;
+  size_t p = 0;
+  while (p <= s.size()) {
+    size_t q = s.find(',', p);
+    if (q == std::string::npos) q = s.size();
+    try {
+      size_t used = 0;
+      const std::string item = s.substr(p, q - p);
+      out.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument("");
+    } catch (...) {
+      return Status::error("--taps: expected comma-separated layer ids, got '" + s + "'");
+    }
+    p = q + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int verb_train_drafter(int argc, char** argv) {
+  std::string model_spec = "gemma3-270m", cache, taps_s = "1,7,13";
+  std::vector<std::string> data;
+  train::TrainerOptions o;
+  o.out_dir.clear();
+  int64_t layers = 1, rank = 64, block = 7, vocab = o.draft_vocab, steps = o.steps, bseqs = o.batch_seqs;
+  int64_t anchors = o.anchors, seed = 1, log_every = o.log_every, ckpt = o.ckpt_every, eval_seqs = o.eval_seqs;
+  int64_t heldout_mod = 50, threads = ThreadPool::default_threads(), inter = 0;
+  double lr = o.lr, warmup = o.warmup, wd = o.weight_decay, clip = o.clip;
+  bool resume = false, json = false;
+  Args args("dspark train-drafter --data REGEN_DIR --out DIR [--taps 1,7,13] [--layers 1] [--steps N] [--resume]",
+            "Trains a DSpark drafter (DeepSpec format) against the target on `dspark regen` shards: frozen\n"
+            "target embedding and LM head (rows of the draft vocabulary, --draft-vocab most frequent response\n"
+            "tokens), loss 0.1 CE + 0.9 L1 + 1.0 confidence BCE with slot weights exp(-(k-1)/4), AdamW with\n"
+            "warmup + cosine decay. Every --ckpt-every steps: DIR/state.safetensors (for --resume),\n"
+            "DIR/drafter/ (the checkpoint `dspark generate --draft-model` loads) and a held-out acceptance\n"
+            "measured with the serving drafter. Log: DIR/train_log.jsonl.");
+  args.add("--model,-m", &model_spec, "target: registry name or GGUF path");
+  args.add("--cache-dir", &cache, "model cache folder");
+  args.add_list("--data", &data, "regen output folder (repeatable)");
+  args.add("--out,-o", &o.out_dir, "output folder (required)");
+  args.add("--taps", &taps_s, "target layers the drafter reads (a subset of the regen taps)");
+  args.add("--layers", &layers, "drafter layers", 1, 8);
+  args.add("--markov-rank", &rank, "Markov head rank (0 = none)", 0, 1024);
+  args.add("--block", &block, "block size (gamma)", 1, 16);
+  args.add("--intermediate", &inter, "MLP width (0 = the target's)", 0, 65536);
+  args.add("--draft-vocab", &vocab, "draft vocabulary size", 64, 262144);
+  args.add("--steps", &steps, "optimizer steps", 1, 100000000);
+  args.add("--batch-seqs", &bseqs, "sequences per batch", 1, 4096);
+  args.add("--anchors", &anchors, "anchor blocks per sequence", 1, 4096);
+  args.add("--lr", &lr, "peak learning rate", 1e-7, 1.0);
+  args.add("--warmup", &warmup, "warmup share of the steps", 0.0, 1.0);
+  args.add("--weight-decay", &wd, "AdamW weight decay", 0.0, 1.0);
+  args.add("--clip", &clip, "global gradient-norm clip (0 = off)", 0.0, 1e6);
+  args.add("--seed", &seed, "initialization and batch seed", 0, INT64_MAX);
+  args.add("--log-every", &log_every, "steps per log line", 1, 1000000);
+  args.add("--ckpt-every", &ckpt, "steps per checkpoint + held-out evaluation", 1, 100000000);
+  args.add("--eval-seqs", &eval_seqs, "held-out greedy sequences per evaluation (0 = skip)", 0, 1000000);
+  args.add("--heldout-mod", &heldout_mod, "hold out prompts with index % N == 0", 2, 1000000);
+  args.add("--threads,-t", &threads, "threads", 1, 256);
+  args.add_flag("--resume", &resume, "continue from DIR/state.safetensors");
+  args.add_flag("--json", &json, "print the final summary as JSON");
+  auto fail = [](const std::string& m, int code = kExitBadInput) {
+    std::fprintf(stderr, "dspark train-drafter: %s\n", m.c_str());
+    return code;
+  };
+  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
+  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (data.empty()) return fail("--data is required");
+  if (o.out_dir.empty()) return fail("--out is required");
+  auto taps = parse_taps(taps_s);
+  if (!taps) return fail(taps.message());
+  auto lm = load_model(model_spec, cache);
+  if (!lm) return fail(lm.message());
+  const model::Gemma3Config& tc = lm->model->config();
+  for (size_t i = 0; i < taps->size(); ++i)
+    if ((*taps)[i] < -1 || (*taps)[i] >= tc.n_layer - 1 || (i && (*taps)[i] <= (*taps)[i - 1]))
+      return fail("--taps: layer ids must be strictly increasing in -1 .. " + std::to_string(tc.n_layer - 2) +
+                  " for this " + std::to_string(tc.n_layer) + "-layer target");
+  auto ds = train::Dataset::open(data, tc.n_vocab, heldout_mod);
+  if (!ds) return fail(ds.message());
+  if (ds->layout().n_embd != tc.n_embd)
+    return fail("the regen shards have hidden width " + std::to_string(ds->layout().n_embd) + ", the target " +
+                std::to_string(tc.n_embd) + " (shards from another model?)");
+  if (auto c = ds->tap_columns(*taps); !c) return fail(c.message());
+
+  o.arch = train::DraftArch{*taps, layers, rank, block, inter};
+  o.draft_vocab = vocab;
+  o.steps = steps;
+  o.batch_seqs = bseqs;
+  o.anchors = anchors;
+  o.lr = lr;
+  o.warmup = warmup;
+  o.weight_decay = wd;
+  o.clip = clip;
+  o.seed = (uint64_t)seed;
+  o.log_every = log_every;
+  o.ckpt_every = ckpt;
+  o.eval_seqs = eval_seqs;
+  o.resume = resume;
+  for (int i = 0; i < argc; ++i) {
+    if (i) o.command += ' ';
+    o.command += argv[i];
+  }
+  train::gemm_set_threads((int)threads);
+  ThreadPool pool((int)threads);
+  auto res = train::train_drafter(o, *lm->model, *ds, &pool, [&](const nlohmann::json& j) {
+    const std::string ev = j.value("event", "");
+    if (ev == "train") {
+      std::fprintf(stderr, "step %6lld  loss %.4f  ce %.3f  l1 %.3f  bce %.3f  top1@1..: ", (long long)j["step"].get<int64_t>(),
+                   j["loss"].get<double>(), j["ce"].get<double>(), j["l1"].get<double>(), j["bce"].get<double>());
+      for (const auto& v : j["top1_by_pos"]) std::fprintf(stderr, "%.2f ", v.get<double>());
+      std::fprintf(stderr, " %.2f steps/s\n", j["steps_per_s"].get<double>());
+    } else if (ev == "checkpoint" && j.contains("heldout")) {
+      const auto& h = j["heldout"];
+      std::fprintf(stderr, "checkpoint %lld  held-out tau %.2f  acceptance %.3f  by position:", (long long)j["step"].get<int64_t>(),
+                   h["tau"].get<double>(), h["acceptance"].get<double>());
+      for (const auto& v : h["accept_by_pos"]) std::fprintf(stderr, " %.2f", v.get<double>());
+      std::fprintf(stderr, "  drafter %.2f ms/round\n", h["drafter_ms_per_round"].get<double>());
+    } else if (ev == "start") {
+      std::fprintf(stderr, "train-drafter: %lld params, draft vocab %lld (covers %.1f%% of response tokens), %lld train seqs (%lld response tokens), %lld held out\n",
+                   (long long)j["params"].get<int64_t>(), (long long)j["draft_vocab"].get<int64_t>(),
+                   100.0 * j["draft_vocab_coverage"].get<double>(), (long long)j["train_sequences"].get<int64_t>(),
+                   (long long)j["train_response_tokens"].get<int64_t>(), (long long)j["heldout_sequences"].get<int64_t>());
+    }
+  });
+  if (!res) return fail(res.message(), 1);
+  if (json) {
+    nlohmann::json j = {{"steps", res->steps_done}, {"seconds", res->seconds}, {"loss", res->last_loss},
+                        {"drafter", res->drafter_dir}, {"heldout", res->last_eval}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("train-drafter: %lld steps in %.0f s; drafter at %s\n", (long long)res->steps_done, res->seconds,
+                res->drafter_dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace dspark::tools

@@ -1,0 +1,49 @@
+// Regen shards as a training set: held-out split, draft vocabulary, anchor batches.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/status.h"
+#include "train/draft_net.h"
+#include "train/shard.h"
+
+namespace dspark::train {
+
+struct SeqRef {
+  int32_t shard = 0;
+  int32_t seq = 0;
+};
+
+class Dataset {
+ public:
+  // Opens every shard-*.safetensors under each directory (checksums verified; a bad shard is an
+  // error naming it). Sequences whose prompt_index % heldout_mod == 0 are held out (0 = none).
+  static Result<Dataset> open(const std::vector<std::string>& dirs, int64_t n_vocab, int64_t heldout_mod);
+
+  const ShardLayout& layout() const { return shards_[0].layout(); }
+  const std::vector<SeqRef>& train() const { return train_; }
+  const std::vector<SeqRef>& heldout() const { return heldout_; }
+  const Shard& shard(int32_t i) const { return shards_[(size_t)i]; }
+  int64_t train_response_tokens() const;
+
+  // The v_d most frequent response tokens of the training split, ascending ids (the draft vocabulary,
+  // d2t), and the share of training response tokens it covers.
+  std::vector<int32_t> top_tokens(int64_t v_d, int64_t n_vocab, double* coverage) const;
+
+  // Columns of the shard tap rows for the drafter's taps (each must be a recorded tap).
+  Result<std::vector<int>> tap_columns(const std::vector<int>& taps) const;
+
+  // A batch: n_seqs training sequences drawn at random, up to n_anchors anchors each (positions a in
+  // [prompt_len, len - 2], drawn without replacement), γ slots per block.
+  void make_batch(Rng& rng, int64_t n_seqs, int64_t n_anchors, int64_t gamma, const std::vector<int>& tap_cols,
+                  TrainBatch* out) const;
+
+ private:
+  std::vector<Shard> shards_;
+  std::vector<SeqRef> train_, heldout_;
+};
+
+}  // namespace dspark::train

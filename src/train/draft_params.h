@@ -1,0 +1,87 @@
+// Trainable DSpark drafter (DeepSpec Gemma4DSparkModel, DSPARK.md §2-3) in f32 with gradients,
+// plus the frozen tables shared with the target (DSPARK.md §1.7: embedding and LM head are the
+// target's and stay frozen). Export writes a checkpoint the serving loader reads
+// (spec::DSparkModel, extensions E1 embedding from the target, E2 d2t, E3 LM head rows gathered
+// from the target, E4 markov_w1 over the draft vocabulary: docs/DSPARK-CHECKPOINT.md §5).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/status.h"
+#include "kernels/kernels.h"
+#include "spec/dspark_config.h"
+
+namespace dspark::train {
+
+struct Param {
+  std::string name;              // DeepSpec tensor name
+  std::vector<int64_t> shape;
+  std::vector<float> w, g;       // value, gradient (same size)
+  std::vector<float> m, v;       // AdamW moments
+  bool decay = true;             // weight decay applies (matrices)
+  int64_t size() const { return (int64_t)w.size(); }
+};
+
+struct DraftLayerParams {
+  Param wq, wk, wo, q_norm, k_norm, in_norm, post_attn_norm, pre_ffw_norm, post_ffw_norm, w_gate, w_up, w_down,
+      layer_scalar;
+};
+
+// What the architecture search varies; everything else follows the target.
+struct DraftArch {
+  std::vector<int> taps;   // target layers tapped (strictly increasing, < n_target_layers - 1)
+  int64_t n_layers = 1;
+  int64_t markov_rank = 64;
+  int64_t block_size = 7;
+  int64_t intermediate = 0;  // 0 = the target's
+};
+
+struct DraftParams {
+  spec::DSparkConfig cfg;
+  std::string config_json;        // the config.json text cfg was parsed from (exported as is)
+  std::vector<int32_t> d2t;       // [V_d] target ids of the draft vocabulary
+  std::vector<int32_t> t2d;       // [V] draft index of a target id, -1 outside the draft vocabulary
+  Param fc, hidden_norm, norm, markov_w1, markov_w2, conf_w, conf_b;
+  std::vector<DraftLayerParams> layers;
+  std::vector<Param*> all();      // every trainable tensor
+  int64_t w1_row(int32_t target_id) const {  // E4 row: draft index, or V_d for other ids
+    const int32_t j = t2d[(size_t)target_id];
+    return j < 0 ? (int64_t)d2t.size() : j;
+  }
+  int64_t n_params();
+};
+
+// Frozen tables: the target's token table (gathered + scaled on demand) and the draft LM head
+// rows [V_d, H] dequantized to f32 (the serving drafter uses the same rows in the target's
+// encoding, so the logits agree to f32 rounding).
+struct FrozenTables {
+  kernels::QMatrix embed;         // target token_embd [V, H]
+  std::vector<float> lm_head;     // [V_d, H]
+  float embed_scale = 1.0f;       // bf16(sqrt(H))
+  void embed_row(int32_t id, float* out) const;
+};
+
+// Builds the config (target shape + arch) and initializes: matrices ~ N(0, 0.02) (DeepSpec's
+// initializer_range), norms 1, layer_scalar 1, Markov W2 zero (the head starts as a no-op, DSPARK.md
+// issue #4), confidence head zero. mask_token_id is the target's <mask> id.
+Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_layers, int64_t H, int64_t n_heads,
+                                      int64_t head_dim, int64_t target_intermediate, int64_t n_vocab,
+                                      int32_t mask_token_id, std::vector<int32_t> d2t, uint64_t seed);
+
+FrozenTables make_frozen_tables(const kernels::QMatrix& target_embed, const std::vector<int32_t>& d2t, int64_t H);
+
+// Writes DIR/config.json + DIR/model.safetensors (bf16 weights, d2t I32; no embed_tokens/lm_head:
+// E1/E3) through a staging folder renamed into place. `extra` is merged into config.json.
+Status export_checkpoint(const DraftParams& p, const std::string& dir, const std::string& extra_json);
+
+// Training state (f32 weights + AdamW moments + config) for --resume: one safetensors file.
+Status save_train_state(const DraftParams& p, const std::string& path, const std::string& meta_json);
+// The meta JSON and draft vocabulary of a saved state (to rebuild the parameters before loading).
+Result<std::pair<std::string, std::vector<int32_t>>> read_train_state_header(const std::string& path);
+// Loads weights and moments into `p` (shapes must match); returns the stored meta JSON.
+Result<std::string> load_train_state(DraftParams& p, const std::string& path);
+
+}  // namespace dspark::train

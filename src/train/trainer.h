@@ -1,0 +1,52 @@
+// The drafter training loop: AdamW (warmup + cosine decay, global-norm clipping) over anchor
+// batches from regen shards, checkpoints (training state + an exported DeepSpec checkpoint) every N
+// steps, held-out acceptance with the serving drafter at each checkpoint, a JSONL log.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+#include "model/gemma3.h"
+#include "train/dataset.h"
+#include "train/draft_params.h"
+
+namespace dspark::train {
+
+struct TrainerOptions {
+  std::string out_dir;               // state.safetensors, drafter/, train_log.jsonl
+  DraftArch arch;
+  int64_t draft_vocab = 16384;
+  int64_t steps = 1000;
+  int64_t batch_seqs = 8;
+  int64_t anchors = 16;              // per sequence
+  double lr = 6e-4, warmup = 0.04, min_lr_frac = 0.1, weight_decay = 0.0, clip = 1.0;
+  double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
+  uint64_t seed = 1;
+  int64_t log_every = 10, ckpt_every = 200;
+  int64_t eval_seqs = 24;            // held-out greedy sequences per evaluation (0 = none)
+  bool resume = false;
+  std::string command;               // recorded in the log and the export
+};
+
+struct TrainSummary {
+  int64_t steps_done = 0;
+  double seconds = 0;
+  double last_loss = 0;
+  std::string drafter_dir;
+  nlohmann::json last_eval;          // held-out result of the final checkpoint
+};
+
+// Trains against `target` (its token table is the frozen embedding / LM head). on_log receives each
+// log record (for the progress display).
+Result<TrainSummary> train_drafter(const TrainerOptions& opt, const model::Gemma3Model& target, const Dataset& ds,
+                                   ThreadPool* pool, const std::function<void(const nlohmann::json&)>& on_log);
+
+// The held-out evaluation record (acceptance by position, tau, ms per round) as JSON.
+nlohmann::json heldout_json(const struct HeldoutResult& r);
+
+}  // namespace dspark::train

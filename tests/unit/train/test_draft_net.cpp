@@ -1,0 +1,192 @@
+// Drafter training: every gradient against central finite differences, and the training forward
+// against the serving forward (spec::DSparkDrafter) on an exported checkpoint.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/f16.h"
+#include "core/rng.h"
+#include "spec/drafter_dspark.h"
+#include "train/draft_net.h"
+#include "train/draft_params.h"
+
+namespace dspark::train {
+namespace {
+
+constexpr int64_t kH = 16, kHeads = 2, kHd = 16, kI = 24, kV = 40, kTargetLayers = 4;
+// FD step and tolerance: f32 activations give ~1e-7 relative loss noise, so with eps 1e-3 the
+// numeric gradient carries ~1e-4 absolute error.
+constexpr float kFdEps = 1e-3f;
+constexpr float kFdAbsTol = 2e-3f, kFdRelTol = 5e-2f;
+// Training forward (f32 GEMM) vs serving forward (its own kernels, same bf16-rounded weights).
+constexpr float kServeTol = 2e-4f;
+
+double normal(Rng& rng) {
+  const double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+struct Fixture {
+  std::vector<float> table;  // [V, H] target token table (f32)
+  kernels::QMatrix qtable;
+  DraftParams p;
+  FrozenTables frozen;
+  TrainBatch batch;
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<std::vector<float>> probs;
+  std::vector<std::vector<int32_t>> tokens;  // per sequence
+};
+
+std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t gamma, uint64_t seed) {
+  auto f = std::make_unique<Fixture>();
+  Rng rng(seed);
+  f->table.resize(kV * kH);
+  for (float& x : f->table) x = (float)normal(rng);
+  f->qtable = kernels::QMatrix{DType::F32, kV, kH, f->table.data(), (size_t)kH * 4};
+  std::vector<int32_t> d2t;
+  for (int32_t i = 0; i < kV; ++i)
+    if (i % 5 != 3) d2t.push_back(i);  // 32 of 40 ids; ids 3, 8, ... are outside
+  DraftArch arch{{0, 2}, n_layers, rank, gamma, kI};
+  auto p = init_draft_params(arch, kTargetLayers, kH, kHeads, kHd, kI, kV, 4, d2t, seed + 1);
+  EXPECT_TRUE(p.is_ok()) << p.message();
+  f->p = std::move(p.value());
+  // Non-trivial weights everywhere (the real init zeroes W2 and the confidence head).
+  for (Param* q : f->p.all())
+    for (float& x : q->w) x = (q->shape.size() == 1 && q->name.find("bias") == std::string::npos ? 1.0f : 0.0f) +
+                              (float)(0.3 * normal(rng));
+  f->frozen = make_frozen_tables(f->qtable, f->p.d2t, kH);
+  const int64_t m = 2;
+  f->batch.top_k = 4;
+  const int64_t lens[2] = {9, 12};
+  for (int s = 0; s < 2; ++s) {
+    TrainSeq seq;
+    seq.n_ctx = lens[s];
+    seq.taps.resize((size_t)(lens[s] * m * kH));
+    for (float& x : seq.taps) x = (float)(2.0 * normal(rng));
+    f->batch.seqs.push_back(std::move(seq));
+    std::vector<int32_t> t((size_t)lens[s] + 1);
+    for (auto& x : t) x = (int32_t)(rng.next() % kV);
+    f->tokens.push_back(t);
+  }
+  f->ids.reserve(64);
+  f->probs.reserve(64);
+  auto add_block = [&](int s, int64_t a) {
+    TrainBlock b;
+    b.seq = s;
+    b.anchor = a;
+    const auto& t = f->tokens[s];
+    for (int64_t k = 0; k < gamma; ++k) {
+      b.prev.push_back(a + k < (int64_t)t.size() ? t[a + k] : 0);
+      const bool valid = a + k + 1 < (int64_t)t.size();
+      b.label.push_back(valid ? t[a + k + 1] : -1);
+      std::vector<int32_t> di;
+      std::vector<float> dp;
+      double left = 1.0;
+      for (int j = 0; j < 4; ++j) {
+        di.push_back(j == 0 && valid ? t[a + k + 1] : (int32_t)((rng.next() % kV + j) % kV));
+        const float pr = (float)(left * (0.3 + 0.4 * rng.uniform()));
+        dp.push_back(pr);
+        left -= pr;
+      }
+      // unique ids
+      for (int j = 1; j < 4; ++j)
+        for (int q = 0; q < j; ++q)
+          if (di[j] == di[q]) di[j] = (di[j] + 7 * j) % kV;
+      f->ids.push_back(di);
+      f->probs.push_back(dp);
+      b.dist_ids.push_back(f->ids.back().data());
+      b.dist_probs.push_back(f->probs.back().data());
+    }
+    f->batch.blocks.push_back(std::move(b));
+  };
+  add_block(0, 3);
+  add_block(0, 8);   // runs past the end: invalid slots
+  add_block(1, 5);
+  add_block(1, 1);
+  return f;
+}
+
+double loss_of(Fixture& f, const std::vector<float>& cstar) {
+  DraftNet net(f.p, f.frozen);
+  net.fix_cstar(&cstar);
+  return net.run(f.batch, false).loss;
+}
+
+void check_gradients(int64_t n_layers, int64_t rank, int64_t gamma) {
+  auto f = make_fixture(n_layers, rank, gamma, 11 + n_layers * 3 + rank);
+  for (Param* q : f->p.all()) std::fill(q->g.begin(), q->g.end(), 0.0f);
+  std::vector<float> cstar;
+  {
+    DraftNet net(f->p, f->frozen);
+    const LossTerms lt = net.run(f->batch, true);
+    ASSERT_GT(lt.slots, 0);
+    ASSERT_TRUE(std::isfinite(lt.loss));
+    cstar = net.cstar();
+  }
+  Rng pick(5);
+  int checked = 0;
+  for (Param* q : f->p.all()) {
+    for (int t = 0; t < 4; ++t) {
+      const size_t i = (size_t)(pick.next() % q->w.size());
+      const float w0 = q->w[i];
+      q->w[i] = w0 + kFdEps;
+      const double lp = loss_of(*f, cstar);
+      q->w[i] = w0 - kFdEps;
+      const double lm = loss_of(*f, cstar);
+      q->w[i] = w0;
+      const double num = (lp - lm) / (2.0 * kFdEps);
+      const double ana = q->g[i];
+      EXPECT_NEAR(ana, num, kFdAbsTol + kFdRelTol * std::fabs(num)) << q->name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 40);
+}
+
+TEST(DraftNetGrad, OneLayerMarkov) { check_gradients(1, 4, 3); }
+TEST(DraftNetGrad, TwoLayersMarkov) { check_gradients(2, 4, 4); }
+TEST(DraftNetGrad, NoMarkov) { check_gradients(1, 0, 3); }
+
+TEST(DraftNet, MatchesServingForward) {
+  auto f = make_fixture(2, 4, 3, 77);
+  for (Param* q : f->p.all())
+    for (float& x : q->w) x = bf16_to_fp32(fp32_to_bf16(x));  // what the export stores
+  DraftNet net(f->p, f->frozen);
+  net.run(f->batch, false);
+  const std::string dir = ::testing::TempDir() + "dspark_train_export";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
+  spec::TargetTables tables{f->qtable, f->qtable, kV, kH};
+  spec::DSparkOptions opt;
+  opt.markov_fast_path = false;
+  opt.report_confidence = true;
+  ThreadPool pool(1);
+  auto d = spec::DSparkDrafter::load(dir, spec::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+  ASSERT_TRUE(d.is_ok()) << d.message();
+  const int64_t g = 3, vd = (int64_t)f->p.d2t.size();
+  for (size_t bi = 0; bi < f->batch.blocks.size(); ++bi) {
+    const TrainBlock& blk = f->batch.blocks[bi];
+    const TrainSeq& seq = f->batch.seqs[(size_t)blk.seq];
+    // Serving drafter over the same context: taps split per tap point.
+    std::vector<std::vector<float>> per_tap(2, std::vector<float>((size_t)(blk.anchor * kH)));
+    for (int64_t i = 0; i < blk.anchor; ++i)
+      for (int t = 0; t < 2; ++t)
+        std::copy_n(&seq.taps[(size_t)((i * 2 + t) * kH)], kH, &per_tap[t][(size_t)(i * kH)]);
+    spec::TapRows rows{{per_tap[0].data(), per_tap[1].data()}, blk.anchor, kH};
+    std::vector<int32_t> prompt(f->tokens[(size_t)blk.seq].begin(), f->tokens[(size_t)blk.seq].begin() + blk.anchor);
+    ASSERT_TRUE((*d)->begin(prompt, rows).is_ok());
+    spec::DraftResult out;
+    ASSERT_TRUE((*d)->draft({blk.prev[0], blk.anchor, (int)g, 0.0f, nullptr}, &out).is_ok());
+    for (int64_t i = 0; i < g * kH; ++i)
+      EXPECT_NEAR((*d)->last_hidden()[i], net.hidden()[bi * g * kH + i], kServeTol) << "block " << bi << " value " << i;
+    // Slot 0: same Markov input (the anchor), so logits and confidence agree too.
+    const float* served = (*d)->last_logits(0);
+    ASSERT_NE(served, nullptr);
+    for (int64_t v = 0; v < vd; ++v) EXPECT_NEAR(served[v], net.logits()[bi * g * vd + v], kServeTol * 10);
+    EXPECT_NEAR((*d)->last_conf_logits()[0], net.conf_logits()[bi * g], kServeTol * 10);
+  }
+}
+
+}  // namespace
+}  // namespace dspark::train
