@@ -1,5 +1,7 @@
 #include "spec/drafter_dspark.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +15,9 @@ namespace {
 Status check_options(const DSparkOptions& opt, const DSparkConfig& c, const std::string& dir) {
   if (!(opt.threshold >= 0.0f && opt.threshold <= 1.0f))
     return Status::error("dspark drafter: threshold = " + std::to_string(opt.threshold) + " is outside [0, 1]");
+  if (opt.schedule && !c.confidence)
+    return Status::error("dspark drafter: the cost-aware schedule needs a confidence head, but " + dir +
+                         "config.json: field 'enable_confidence_head' is false");
   if (opt.threshold > 0.0f && !c.confidence)
     return Status::error("dspark drafter: threshold " + std::to_string(opt.threshold) + " needs a confidence head, but " +
                          dir + "config.json: field 'enable_confidence_head' is false");
@@ -134,11 +139,18 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
 
   const int64_t vd = model_->draft_vocab(), H = c.hidden_size;
   // 1. Backbone over the whole block (γ rows: block rows attend to each other), logits for n rows.
+  const auto t_backbone = std::chrono::steady_clock::now();
   model_->backbone(ctx_, s_, req.pending, hidden_.data());
   model_->base_logits(s_, hidden_.data(), n, base_.data());
+  const double bb_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_backbone).count();
+  ++draft_rounds_;
+  draft_ms_ += (bb_ms - draft_ms_) / (double)std::min<int64_t>(draft_rounds_, 32);
+  // Scheduler state (Algorithm 1): expected tokens 1 + Σ a_j over the cost of verifying 1 + ℓ tokens.
+  const bool schedule = opt_.schedule && (int64_t)opt_.verify_ms.size() >= (int64_t)n + 2;
+  double surv = 1.0, expected = 1.0, best_rate = schedule ? 1.0 / (draft_ms_ + opt_.verify_ms[1]) : 0.0;
 
   // 2-4. Sequential pass; the confidence of slot k uses h_k and W1[prev_k], known before drawing.
-  const bool want_conf = c.confidence && (opt_.threshold > 0.0f || opt_.report_confidence);
+  const bool want_conf = c.confidence && (opt_.threshold > 0.0f || opt_.report_confidence || schedule);
   markov_.reset();
   std::fill(scores_valid_.begin(), scores_valid_.end(), 0);
   if (sampled) out->q.resize((size_t)n);
@@ -155,6 +167,15 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       conf_logits_.push_back(z);
       out->confidence.push_back(conf);
       if (opt_.threshold > 0.0f && conf < opt_.threshold) break;  // non-anticipating: uses slots <= k only
+      if (schedule) {
+        const float T = (size_t)k < c.sts_temperatures.size() ? c.sts_temperatures[(size_t)k] : 1.0f;
+        const double a = surv * (double)sigmoid(z / T);
+        const double rate = (expected + a) / (draft_ms_ + opt_.verify_ms[(size_t)k + 2]);
+        if (!(rate > best_rate)) break;  // first non-improvement ends the scan
+        best_rate = rate;
+        expected += a;
+        surv = a;
+      }
     }
     const float* u_row = base_.data() + (size_t)k * (size_t)vd;
     float* s_row = scores_.data() + (size_t)k * (size_t)vd;

@@ -29,6 +29,14 @@ struct DSparkOptions {
   int fast_path_top_k = 64;       // K candidates of the fast path
   bool report_confidence = false; // compute c_k (DraftResult::confidence) even when threshold == 0
   int64_t ctx_reserve = 4096;     // context rows reserved at begin() (more grow the buffers)
+  // Cost-aware draft length (paper Algorithm 1, single request; DSPARK.md §1.6): with calibrated
+  // c_k = σ(z_k / T_k) (STS temperatures from the checkpoint) and prefix survival a_k = Π c_i,
+  // slot k is drafted only while (1 + Σ a) / (draft_ms + verify_ms[1 + ℓ]) still improves; the
+  // scan stops at the first non-improvement (non-anticipating: c_k uses tokens before slot k).
+  // verify_ms[n] = one target forward over n tokens (n = 1 .. γ + 1; index 0 unused). draft_ms is
+  // measured online (running mean of this drafter's backbone time).
+  bool schedule = false;
+  std::vector<double> verify_ms;
 };
 
 class DSparkDrafter : public Drafter {
@@ -91,6 +99,8 @@ class DSparkDrafter : public Drafter {
   std::vector<char> scores_valid_;  // [γ]
   std::vector<float> conf_logits_;  // [γ]
   int last_slots_ = 0;
+  double draft_ms_ = 0;             // running mean of the backbone + LM head time per round
+  int64_t draft_rounds_ = 0;
 };
 
 }  // namespace dspark::spec

@@ -195,6 +195,18 @@ Result<DSparkConfig> parse_dspark_config(const std::string& text, const std::str
                                             std::to_string(c.vocab_size));
     c.has_draft_vocab_size = true;
   }
+  // dspark extension: Sequential Temperature Scaling of the confidences (DSPARK.md §1.5), fitted by
+  // `dspark train-drafter` on held-out rollouts: c_k = σ(z_k / T_k).
+  if (j.contains("dspark_sts_temperatures") && !j["dspark_sts_temperatures"].is_null()) {
+    const auto& t = j["dspark_sts_temperatures"];
+    if (!t.is_array() || (int64_t)t.size() > c.block_size)
+      return f.fail("dspark_sts_temperatures", "must be an array of at most block_size numbers");
+    for (const auto& v : t) {
+      if (!v.is_number() || !(v.get<double>() > 0.0))
+        return f.fail("dspark_sts_temperatures", "has an entry that is not a positive number: " + v.dump());
+      c.sts_temperatures.push_back(v.get<float>());
+    }
+  }
   return c;
 }
 

@@ -41,6 +41,7 @@ struct DSparkConfig {
   int64_t n_rot = 0;                   // live RoPE pairs: int(factor * hd // 2)
   int64_t draft_vocab_size = 0;        // V_d: draft_vocab_size if given, else V (checked against d2t at load)
   bool has_draft_vocab_size = false;
+  std::vector<float> sts_temperatures;  // dspark_sts_temperatures [<= γ]; empty = uncalibrated (T = 1)
 
   int64_t n_taps() const { return (int64_t)target_layer_ids.size(); }
 };

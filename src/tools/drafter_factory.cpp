@@ -1,5 +1,8 @@
 #include "tools/drafter_factory.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -71,6 +74,8 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
     spec::DSparkOptions dopt;
     dopt.threshold = (float)opt.threshold;
     dopt.ctx_reserve = opt.n_ctx;
+    dopt.schedule = opt.schedule;
+    dopt.verify_ms = opt.verify_ms;
     auto d = spec::DSparkDrafter::load(opt.path, *target.model, dopt, pool);  // gamma = block_size
     if (!d) return d.status();
     const int block = (*d)->gamma();
@@ -87,6 +92,31 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
     return b;
   }
   return Status::error("unknown --draft-kind '" + kind + "' (auto, ngram, draft-model, dspark)");
+}
+
+std::vector<double> measure_verify_ms(const model::Gemma3Model& model, int n_max, ThreadPool* pool) {
+  using Clock = std::chrono::steady_clock;
+  model::Session s(model, model::SessionOptions{.n_ctx = 128 + n_max + 8, .max_batch = 512}, pool);
+  std::vector<int32_t> ctx(128);
+  for (size_t i = 0; i < ctx.size(); ++i) ctx[i] = 1000 + (int32_t)(i * 7919 % 200000);
+  const model::ForwardOptions all{model::LogitsMode::kAll, {}};
+  auto time_n = [&](int n) {
+    std::vector<double> t;
+    for (int r = 0; r < 3; ++r) {
+      s.kv().clear();
+      (void)model.forward(s, ctx, model::ForwardOptions{model::LogitsMode::kNone, {}});
+      std::vector<int32_t> toks(ctx.begin(), ctx.begin() + n);
+      const auto t0 = Clock::now();
+      (void)model.forward(s, toks, all);
+      t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    return t[1];
+  };
+  const double t1 = time_n(1), tn = n_max > 1 ? time_n(n_max) : t1;
+  std::vector<double> v((size_t)n_max + 1, 0.0);
+  for (int n = 1; n <= n_max; ++n) v[(size_t)n] = n_max > 1 ? t1 + (tn - t1) * (double)(n - 1) / (double)(n_max - 1) : t1;
+  return v;
 }
 
 }  // namespace dspark::tools

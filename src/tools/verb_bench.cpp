@@ -88,7 +88,7 @@ int verb_bench(int argc, char** argv) {
     sopt.chat = !no_chat;
     sopt.json = json;
     sopt.threads = threads;
-    sopt.drafter = {.kind = draft_kind, .path = draft_path, .gamma = (int)n_draft, .threshold = draft_threshold};
+    sopt.drafter = DrafterOptions{.kind = draft_kind, .path = draft_path, .gamma = (int)n_draft, .threshold = draft_threshold, .n_ctx = 4096, .schedule = false, .verify_ms = {}};
     return run_bench_spec(sopt, *lm);
   }
   const auto& model = *lm->model;

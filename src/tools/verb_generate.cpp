@@ -21,7 +21,7 @@ int verb_generate(int argc, char** argv) {
   double temp = 0.0, top_p = 1.0, min_p = 0.0;
   bool chat = false, json = false, ignore_eos = false;
   std::vector<std::string> stops;
-  std::string draft_path, draft_kind;
+  std::string draft_path, draft_kind, draft_schedule = "fixed";
   int64_t n_draft = 5;
   double draft_threshold = 0.0;
   Args args("dspark generate --model M -p TEXT [--chat] [-n N] [--temp T] [--seed S] [--json]\n"
@@ -51,11 +51,17 @@ int verb_generate(int argc, char** argv) {
   args.add("--num-draft-tokens", &n_draft, "draft tokens per round at most (gamma)", 0, 64);
   args.add("--draft-threshold", &draft_threshold, "dspark: stop drafting at the first slot with confidence below this",
            0.0, 1.0);
+  args.add("--draft-schedule", &draft_schedule, "dspark draft length: fixed (gamma / threshold) or cost (expected tokens\n"
+           "per second from calibrated confidences and the measured verify cost, paper Algorithm 1)");
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark generate: %s\n", st.message().c_str());
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (draft_schedule != "fixed" && draft_schedule != "cost") {
+    std::fprintf(stderr, "dspark generate: --draft-schedule must be fixed or cost, got '%s'\n", draft_schedule.c_str());
+    return kExitBadInput;
+  }
   if (!args.positional().empty()) {
     std::fprintf(stderr, "dspark generate: unexpected argument '%s'\n", args.positional()[0].c_str());
     return kExitBadInput;
@@ -108,7 +114,8 @@ int verb_generate(int argc, char** argv) {
   nlohmann::json drafter_stats;
   if (speculative) {
     DrafterOptions dopt{.kind = draft_kind.empty() ? "auto" : draft_kind, .path = draft_path, .gamma = (int)n_draft,
-                        .threshold = draft_threshold, .n_ctx = n_ctx};
+                        .threshold = draft_threshold, .n_ctx = n_ctx, .schedule = draft_schedule == "cost", .verify_ms = {}};
+    if (dopt.schedule) dopt.verify_ms = measure_verify_ms(*lm->model, (int)n_draft + 1, &pool);
     auto bundle = make_drafter(dopt, *lm, params.sampler, &pool);
     if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
     spec::SpecParams sp{params, bundle->gamma};
