@@ -1,53 +1,18 @@
 #include "tools/bench_spec.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "generate/generate.h"
-#include "spec/spec_decode.h"
-#include "tokenizer/chat_template.h"
 #include "tools/args.h"
+#include "tools/arm_run.h"
 #include "tools/progress.h"
+#include "tools/prompts.h"
 
 namespace dspark::tools {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Prompt {
-  std::string category, text;
-};
-
-Result<std::vector<Prompt>> load_prompts(const std::string& path, int64_t n) {
-  std::ifstream in(path);
-  if (!in) return Status::error(path + ": cannot open the prompt file (--prompts)");
-  std::map<std::string, std::vector<Prompt>> by_cat;
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("turns") || !j["turns"].is_array() || j["turns"].empty() ||
-        !j["turns"][0].is_string())
-      return Status::error(path + ":" + std::to_string(line_no) + ": expected {\"category\", \"turns\": [text, ...]}");
-    by_cat[j.value("category", "all")].push_back({j.value("category", "all"), j["turns"][0].get<std::string>()});
-  }
-  std::vector<Prompt> out;  // round robin over categories, file order within each
-  for (size_t i = 0; (int64_t)out.size() < n; ++i) {
-    bool any = false;
-    for (auto& [cat, v] : by_cat)
-      if (i < v.size() && (int64_t)out.size() < n) { out.push_back(v[i]); any = true; }
-    if (!any) break;
-  }
-  if (out.empty()) return Status::error(path + ": no prompts");
-  return out;
-}
 
 struct Arm {
   double ms = 0;
@@ -68,48 +33,35 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
   // Fixed-length runs: both arms generate exactly n_gen tokens, so their times compare.
   gp.ignore_eos = true;
 
+  // One drafter per run: begin() resets its state for every prompt, weights load once.
+  auto bundle = make_drafter(opt.drafter, lm, gp.sampler, &pool);
+  if (!bundle) { std::fprintf(stderr, "dspark bench: %s\n", bundle.message().c_str()); return kExitBadInput; }
+  const std::string kind = bundle->kind;
+
   std::map<std::string, Arm> serial_by_cat, spec_by_cat;
   std::map<std::string, spec::SpecStats> stats_by_cat;
   spec::SpecStats total_stats;
   int identical = 0, n_run = 0;
   ProgressBar bar("bench --spec", prompts->size(), " prompts");
-  std::string kind;
   for (size_t i = 0; i < prompts->size(); ++i) {
     const Prompt& p = (*prompts)[i];
-    std::vector<int32_t> ids;
-    if (opt.chat) {
-      auto text = tokenizer::render_gemma3_chat({{"user", p.text}}, true, false);
-      if (!text) continue;
-      ids = lm.tok->encode(*text, true, true);
-    } else {
-      ids = lm.tok->encode(p.text, true, false);
-    }
-    if ((int64_t)ids.size() + opt.n_gen > n_ctx) continue;
-    auto bundle = make_drafter(opt.drafter, lm, gp.sampler, &pool);
-    if (!bundle) { std::fprintf(stderr, "dspark bench: %s\n", bundle.message().c_str()); return kExitBadInput; }
-    kind = bundle->kind;
+    auto ids = encode_prompt(*lm.tok, p.text, opt.chat);
+    if (!ids || (int64_t)ids->size() + opt.n_gen > n_ctx) continue;
     std::vector<int32_t> serial_tokens, spec_tokens;
     // Alternate which arm runs first so drift in machine load hits both equally.
     for (int k = 0; k < 2; ++k) {
       const bool run_spec = (k == 1) == (i % 2 == 0);
-      const auto t0 = Clock::now();
+      auto r = run_arm(lm, session, *ids, gp, run_spec ? &*bundle : nullptr);
+      if (!r) { std::fprintf(stderr, "dspark bench: %s\n", r.message().c_str()); return 1; }
+      Arm& arm = (run_spec ? spec_by_cat : serial_by_cat)[p.category];
+      arm.ms += r->ms;
+      arm.tokens += (int64_t)r->tokens.size();
       if (run_spec) {
-        spec::SpecParams sp{gp, bundle->gamma};
-        auto r = spec::generate_spec(*lm.model, session, *lm.tok, ids, sp, *bundle->drafter, {});
-        if (!r) { std::fprintf(stderr, "dspark bench: %s\n", r.message().c_str()); return 1; }
-        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        spec_by_cat[p.category].ms += ms;
-        spec_by_cat[p.category].tokens += (int64_t)r->out.tokens.size();
         stats_by_cat[p.category].merge(r->stats);
         total_stats.merge(r->stats);
-        spec_tokens = r->out.tokens;
+        spec_tokens = std::move(r->tokens);
       } else {
-        auto r = generate::generate(*lm.model, session, *lm.tok, ids, gp, {});
-        if (!r) { std::fprintf(stderr, "dspark bench: %s\n", r.message().c_str()); return 1; }
-        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        serial_by_cat[p.category].ms += ms;
-        serial_by_cat[p.category].tokens += (int64_t)r->tokens.size();
-        serial_tokens = r->tokens;
+        serial_tokens = std::move(r->tokens);
       }
     }
     identical += serial_tokens == spec_tokens;

@@ -6,11 +6,12 @@
 #include <string>
 
 #include "tools/drafter_factory.h"
+#include "tools/prompts.h"
 
 namespace dspark::tools {
 
 struct BenchSpecOptions {
-  std::string prompts = "../shared/data/spec_bench_dev.jsonl";
+  std::string prompts = kDefaultPromptFile;
   int64_t n_prompts = 26;      // sampled round-robin over categories
   int64_t n_gen = 128;
   bool chat = true;

@@ -1,5 +1,6 @@
 // Entry points of the dspark subcommands. Each returns the process exit code
-// (0 ok, 2 bad input: flags, files, prompts; 1 other failures).
+// (0 ok, 2 bad input: flags, files, prompts; 1 other failures;
+// ab: 1 also when the verdict fails).
 #pragma once
 
 namespace dspark::tools {
@@ -10,5 +11,6 @@ int verb_bench(int argc, char** argv);
 int verb_inspect(int argc, char** argv);
 int verb_regen(int argc, char** argv);
 int verb_train_drafter(int argc, char** argv);
+int verb_ab(int argc, char** argv);
 
 }  // namespace dspark::tools

@@ -42,6 +42,19 @@ expect_bad "empty model file" generate -m "$tmp/empty.gguf" -p hi
 expect_bad "no prompt" generate -m "$tmp/garbage.gguf"
 expect_bad "draft threshold above 1" generate -m x.gguf -p hi --draft-kind ngram --draft-threshold 1.5
 expect_bad "negative draft tokens" generate -m x.gguf -p hi --draft-kind ngram --num-draft-tokens -1
+expect_bad "ab: one arm only" ab -m x.gguf --a serial
+expect_bad "ab: --b without --a" ab -m x.gguf --b serial
+expect_bad "ab: unknown arm key" ab -m x.gguf --a serial --b draft-kind=ngram,gamma=3
+expect_bad "ab: unknown draft kind" ab -m x.gguf --a serial --b draft-kind=eagle
+expect_bad "ab: draft tokens out of range" ab -m x.gguf --a serial --b draft-kind=ngram,num-draft-tokens=99
+expect_bad "ab: bad draft threshold" ab -m x.gguf --a serial --b draft-kind=ngram,draft-threshold=x
+expect_bad "ab: dspark arm without a path" ab -m x.gguf --a serial --b draft-kind=dspark
+expect_bad "ab: --arm without a name" ab -m x.gguf --arm serial --arm draft-kind=ngram
+expect_bad "ab: duplicate arm names" ab -m x.gguf --arm x=serial --arm x=draft-kind=ngram
+expect_bad "ab: zero bootstrap resamples" ab -m x.gguf --a serial --b serial --bootstrap 0
+expect_bad "ab: negative temperature" ab -m x.gguf --a serial --b serial --temp -0.5
+expect_bad "ab: plot into a missing folder" ab -m x.gguf --a serial --b serial --plot "$tmp/no/such/dir/x.png"
+expect_bad "ab: missing model" ab -m "$tmp/none.gguf" --a serial --b draft-kind=ngram
 
 if [ -n "$model" ] && [ -f "$model" ]; then
   head -c 5000000 "$model" >"$tmp/truncated.gguf"
@@ -73,6 +86,12 @@ PY
   expect_bad "unknown draft kind" generate -m "$model" -p hi --draft-kind eagle --draft-model "$model"
   expect_bad "draft model that is not a Gemma 3 GGUF" generate -m "$model" -p hi --draft-kind draft-model \
     --draft-model "$tmp/llama.gguf"
+  expect_bad "ab: missing prompt file" ab -m "$model" --a serial --b draft-kind=ngram --prompts "$tmp/none.jsonl"
+  printf '{"category": "x", "turns": ["hi"]}\nnot json\n' >"$tmp/bad.jsonl"
+  expect_bad "ab: malformed prompt file" ab -m "$model" --a serial --b draft-kind=ngram --prompts "$tmp/bad.jsonl"
+  printf '{"category": "x", "turns": ["hi"]}\n' >"$tmp/one.jsonl"
+  expect_bad "ab: drafter dir missing" ab -m "$model" --a serial --b draft-model="$tmp/no-drafter" --prompts "$tmp/one.jsonl"
+  expect_bad "ab: every prompt too long" ab -m "$model" --a serial --b draft-kind=ngram --ctx 16 -n 8 --n-prompts 2
 else
   echo "skip model cases: no model path given"
 fi

@@ -1,0 +1,163 @@
+#include "tools/ab_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace dspark::tools {
+
+namespace {
+
+nlohmann::json opt_json(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); }
+
+nlohmann::json interval_json(const Interval& iv, double level) {
+  return {{"point", iv.point}, {"lo", iv.lo}, {"hi", iv.hi}, {"level", level}, {"n_valid", iv.n_valid}};
+}
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+std::string pct(const std::optional<double>& x) { return x ? fmt("%.1f%%", 100 * *x) : "n/a"; }
+
+// Markdown cells must not contain '|'.
+std::string cell(std::string s) {
+  std::replace(s.begin(), s.end(), '|', '/');
+  return s;
+}
+
+}  // namespace
+
+bool AbReport::pass() const {
+  return std::all_of(comparisons.begin(), comparisons.end(), [](const AbComparison& c) { return c.verdict.pass; });
+}
+
+Status compare_arms(AbReport& report) {
+  report.comparisons.clear();
+  if (report.arms.size() < 2) return Status::error("ab: need at least two arms");
+  if (report.records.size() != report.arms.size()) return Status::error("ab: records do not match the arms");
+  for (size_t k = 1; k < report.arms.size(); ++k) {
+    AbComparison c;
+    c.arm = k;
+    c.compare_acceptance = !report.arms[0].spec.serial && !report.arms[k].spec.serial;
+    auto stats = paired_bootstrap(report.records[0], report.records[k], c.compare_acceptance, report.settings.bootstrap);
+    if (!stats) return stats.status();
+    c.stats = std::move(stats).value();
+    c.verdict = decide(c.stats, c.compare_acceptance, report.settings.rule);
+    if (report.settings.temperature == 0 && k < report.identical.size())
+      c.identical = std::count(report.identical[k].begin(), report.identical[k].end(), 1);
+    report.comparisons.push_back(std::move(c));
+  }
+  return Status::ok();
+}
+
+nlohmann::json to_json(const AbReport& r) {
+  const AbSettings& s = r.settings;
+  nlohmann::json arms = nlohmann::json::array();
+  for (size_t k = 0; k < r.arms.size(); ++k) {
+    const ArmSummary sum = summarize(r.records[k]);
+    nlohmann::json by_pos = nlohmann::json::array();
+    for (const auto& p : sum.acceptance_by_pos()) by_pos.push_back(opt_json(p));
+    arms.push_back({{"name", r.arms[k].spec.name}, {"spec", r.arms[k].spec.text}, {"kind", r.arms[k].kind},
+                    {"gamma", r.arms[k].gamma}, {"tokens", sum.tokens}, {"ms", sum.ms}, {"tok_s", sum.tok_s()},
+                    {"tau", sum.tau()}, {"acceptance", opt_json(sum.acceptance())}, {"drafted", sum.drafted},
+                    {"accepted", sum.accepted}, {"rounds", sum.rounds}, {"acceptance_by_pos", by_pos},
+                    {"drafted_by_pos", sum.drafted_by_pos}, {"accepted_by_pos", sum.accepted_by_pos}});
+  }
+  nlohmann::json comps = nlohmann::json::array();
+  for (const AbComparison& c : r.comparisons) {
+    comps.push_back(
+        {{"arm", r.arms[c.arm].spec.name}, {"baseline", r.arms[0].spec.name},
+         {"acceptance_delta_pts", c.stats.accept_delta_pts ? interval_json(*c.stats.accept_delta_pts, s.bootstrap.level)
+                                                           : nlohmann::json(nullptr)},
+         {"speed_ratio", interval_json(c.stats.speed_ratio, s.bootstrap.level)},
+         {"identical_outputs", c.identical ? nlohmann::json(*c.identical) : nlohmann::json(nullptr)},
+         {"verdict", {{"pass", c.verdict.pass}, {"acceptance_checked", c.verdict.acceptance_checked},
+                      {"reason", c.verdict.reason}}}});
+  }
+  nlohmann::json per_prompt = nlohmann::json::array();
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    nlohmann::json pa = nlohmann::json::array();
+    for (size_t k = 0; k < r.arms.size(); ++k) {
+      const PromptRecord& p = r.records[k][i];
+      nlohmann::json e = {{"tokens", p.tokens}, {"ms", p.ms}, {"drafted", p.drafted}, {"accepted", p.accepted},
+                          {"rounds", p.rounds}};
+      if (s.temperature == 0 && k > 0 && k < r.identical.size()) e["identical"] = (bool)r.identical[k][i];
+      pa.push_back(std::move(e));
+    }
+    per_prompt.push_back({{"category", r.prompts[i].category}, {"prompt_tokens", r.prompts[i].prompt_tokens},
+                          {"arms", pa}});
+  }
+  return {{"model", s.model},
+          {"prompts_file", s.prompts_file},
+          {"n_prompts", r.prompts.size()},
+          {"skipped_prompts", r.skipped},
+          {"max_tokens", s.max_tokens},
+          {"stop_at_eos", s.stop_at_eos},
+          {"chat", s.chat},
+          {"temperature", s.temperature},
+          {"seed", s.seed},
+          {"repeats", s.repeats},
+          {"threads", s.threads},
+          {"bootstrap", {{"resamples", s.bootstrap.n_boot}, {"level", s.bootstrap.level}}},
+          {"rule", {{"min_accept_delta_pts", s.rule.min_accept_delta_pts}, {"min_speed_ratio", s.rule.min_speed_ratio}}},
+          {"arms", arms},
+          {"comparisons", comps},
+          {"pass", r.pass()},
+          {"per_prompt", per_prompt}};
+}
+
+std::string to_markdown(const AbReport& r) {
+  const AbSettings& s = r.settings;
+  std::string md = "## dspark ab: " + std::to_string(r.prompts.size()) + " prompts x " +
+                   std::to_string(s.max_tokens) + " new tokens" + (s.stop_at_eos ? " at most" : "") +
+                   ", temperature " + fmt("%g", s.temperature) + ", " + std::to_string(s.repeats) +
+                   " repeat(s), " + std::to_string(s.threads) + " threads, arms alternated per prompt\n\n";
+  if (r.skipped) md += std::to_string(r.skipped) + " prompt(s) skipped: longer than the context.\n\n";
+  md += "| arm | spec | tok/s | tau | acceptance | drafted | accepted | rounds |\n|---|---|---|---|---|---|---|---|\n";
+  size_t max_gamma = 0;
+  std::vector<ArmSummary> sums;
+  for (size_t k = 0; k < r.arms.size(); ++k) {
+    sums.push_back(summarize(r.records[k]));
+    const ArmSummary& a = sums.back();
+    max_gamma = std::max(max_gamma, a.drafted_by_pos.size());
+    md += "| " + cell(r.arms[k].spec.name) + " | " + cell(r.arms[k].spec.text) + " | " + fmt("%.1f", a.tok_s()) +
+          " | " + fmt("%.2f", a.tau()) + " | " + pct(a.acceptance()) + " | " + std::to_string(a.drafted) + " | " +
+          std::to_string(a.accepted) + " | " + std::to_string(a.rounds) + " |\n";
+  }
+  if (max_gamma > 0) {
+    md += "\nacceptance by draft position (rounds that accepted positions 1..i / rounds that drafted i):\n\n| arm |";
+    std::string rule = "|---|";
+    for (size_t i = 0; i < max_gamma; ++i) { md.append(" ").append(std::to_string(i + 1)).append(" |"); rule += "---|"; }
+    md += "\n" + rule + "\n";
+    for (size_t k = 0; k < r.arms.size(); ++k) {
+      if (sums[k].drafted_by_pos.empty()) continue;
+      const auto by_pos = sums[k].acceptance_by_pos();
+      md += "| " + cell(r.arms[k].spec.name) + " |";
+      for (size_t i = 0; i < max_gamma; ++i) md.append(" ").append(i < by_pos.size() ? pct(by_pos[i]) : "").append(" |");
+      md += "\n";
+    }
+  }
+  const int level = (int)(100 * s.bootstrap.level + 0.5);
+  md += "\n| comparison | acceptance change, points [" + std::to_string(level) + "% CI] | speed ratio [" +
+        std::to_string(level) + "% CI] | identical outputs | verdict |\n|---|---|---|---|---|\n";
+  for (const AbComparison& c : r.comparisons) {
+    const auto& d = c.stats.accept_delta_pts;
+    const std::string acc = d ? fmt("%+.2f", d->point) + " [" + fmt("%+.2f", d->lo) + ", " + fmt("%+.2f", d->hi) + "]"
+                              : (c.compare_acceptance ? "undefined (no drafts)" : "n/a (serial arm)");
+    const Interval& sr = c.stats.speed_ratio;
+    md += "| " + cell(r.arms[c.arm].spec.name) + " vs " + cell(r.arms[0].spec.name) + " | " + acc + " | " +
+          fmt("%.3f", sr.point) + " [" + fmt("%.3f", sr.lo) + ", " + fmt("%.3f", sr.hi) + "] | " +
+          (c.identical ? std::to_string(*c.identical) + " / " + std::to_string(r.prompts.size()) : "n/a (T > 0)") +
+          " | " + (c.verdict.pass ? "PASS" : "FAIL") + " |\n";
+  }
+  md += "\n";
+  for (const AbComparison& c : r.comparisons)
+    md += "verdict " + r.arms[c.arm].spec.name + " vs " + r.arms[0].spec.name + ": " +
+          (c.verdict.pass ? "PASS" : "FAIL") + ": " + c.verdict.reason + "\n";
+  md += std::string("overall: ") + (r.pass() ? "PASS" : "FAIL") + "\n";
+  return md;
+}
+
+}  // namespace dspark::tools

@@ -1,0 +1,63 @@
+// The result of `dspark ab` as plain data, the comparisons of every arm with the baseline (arm 0),
+// and its renderings: one JSON object (--json, input of scripts/plot_ab.py) and markdown tables.
+// No model here: tests build reports by hand.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tools/ab_arm.h"
+#include "tools/ab_stats.h"
+
+namespace dspark::tools {
+
+struct AbSettings {
+  std::string model, prompts_file;
+  int64_t max_tokens = 64, repeats = 1, threads = 1, n_ctx = 4096;
+  double temperature = 0;
+  uint64_t seed = 0;
+  bool chat = true, stop_at_eos = false;
+  BootstrapOptions bootstrap;
+  VerdictRule rule;
+};
+
+struct AbArm {
+  ArmSpec spec;
+  std::string kind = "serial";  // resolved drafter kind
+  int gamma = 0;                // effective draft length (0 for serial)
+};
+
+struct AbPrompt {
+  std::string category;
+  int64_t prompt_tokens = 0;
+};
+
+struct AbComparison {
+  size_t arm = 0;                    // index into AbReport::arms, compared with arm 0
+  bool compare_acceptance = false;   // both arms speculative
+  PairedStats stats;
+  Verdict verdict;
+  std::optional<int64_t> identical;  // temperature 0: prompts whose outputs equal arm 0's
+};
+
+struct AbReport {
+  AbSettings settings;
+  std::vector<AbArm> arms;                          // [n_arms], arm 0 = baseline A
+  std::vector<AbPrompt> prompts;                    // [n_prompts] that ran
+  int64_t skipped = 0;                              // prompts too long for the context
+  std::vector<std::vector<PromptRecord>> records;   // [n_arms][n_prompts]
+  std::vector<std::vector<uint8_t>> identical;      // [n_arms][n_prompts] output == arm 0's (first repeat)
+  std::vector<AbComparison> comparisons;            // [n_arms - 1]
+  bool pass() const;                                // every comparison passes
+};
+
+// Fills report.comparisons from records (and identical, at temperature 0).
+Status compare_arms(AbReport& report);
+
+nlohmann::json to_json(const AbReport& report);
+std::string to_markdown(const AbReport& report);
+
+}  // namespace dspark::tools

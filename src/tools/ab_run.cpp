@@ -1,0 +1,185 @@
+#include "tools/ab_run.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "core/threadpool.h"
+#include "tools/args.h"
+#include "tools/arm_run.h"
+#include "tools/progress.h"
+
+extern char** environ;
+
+namespace dspark::tools {
+
+namespace {
+
+constexpr int kMaxMismatchLines = 10;
+
+// Index of the first differing token, or -1 when equal.
+int64_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return (int64_t)i;
+  return a.size() == b.size() ? -1 : (int64_t)n;
+}
+
+void add_run(PromptRecord& rec, const ArmRun& run) {
+  rec.tokens += (int64_t)run.tokens.size();
+  rec.ms += run.ms;
+  if (!run.speculative) {
+    rec.rounds += (int64_t)run.tokens.size();  // one target forward per token
+    return;
+  }
+  const spec::SpecStats& s = run.stats;
+  rec.drafted += s.drafted;
+  rec.accepted += s.accepted;
+  rec.rounds += s.rounds;
+  if (rec.drafted_by_pos.size() < s.drafted_by_pos.size()) rec.drafted_by_pos.resize(s.drafted_by_pos.size(), 0);
+  if (rec.accepted_by_pos.size() < s.accepted_by_pos.size()) rec.accepted_by_pos.resize(s.accepted_by_pos.size(), 0);
+  for (size_t i = 0; i < s.drafted_by_pos.size(); ++i) rec.drafted_by_pos[i] += s.drafted_by_pos[i];
+  for (size_t i = 0; i < s.accepted_by_pos.size(); ++i) rec.accepted_by_pos[i] += s.accepted_by_pos[i];
+}
+
+// Runs `python script json png` with the child's stdout sent to stderr (stdout may carry --json).
+// Returns the child's exit status, or an error if it could not start.
+Result<int> run_plot(const std::string& python, const std::string& script, const std::string& json_path,
+                     const std::string& png_path) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+  std::vector<std::string> args = {python, script, json_path, png_path};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, python.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return Status::error("cannot run '" + python + "' (--python)");
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return Status::error("waiting for the plotting script failed");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+// Writes the JSON to a temporary file and calls the plotting script; warnings only.
+void plot(const AbOptions& opt, const nlohmann::json& j) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "dspark-ab-XXXXXX.json").string();
+  const int fd = mkstemps(tmpl.data(), 5);
+  if (fd < 0) { std::fprintf(stderr, "dspark ab: warning: no plot (cannot create a temporary file)\n"); return; }
+  close(fd);
+  { std::ofstream(tmpl) << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"; }
+  auto rc = run_plot(opt.python, opt.plot_script, tmpl, opt.plot_path);
+  std::filesystem::remove(tmpl);
+  if (!rc) std::fprintf(stderr, "dspark ab: warning: no plot: %s\n", rc.message().c_str());
+  else if (*rc == 3) std::fprintf(stderr, "dspark ab: warning: no plot: matplotlib is missing for %s (--python)\n", opt.python.c_str());
+  else if (*rc != 0) std::fprintf(stderr, "dspark ab: warning: no plot: %s exited with %d\n", opt.plot_script.c_str(), *rc);
+  else std::fprintf(stderr, "dspark ab: plot written to %s\n", opt.plot_path.c_str());
+}
+
+}  // namespace
+
+int run_ab(const AbOptions& opt, const LoadedModel& lm) {
+  const AbSettings& set = opt.settings;
+  auto prompts = load_prompts(opt.prompts, opt.n_prompts);
+  if (!prompts) { std::fprintf(stderr, "dspark ab: %s\n", prompts.message().c_str()); return kExitBadInput; }
+
+  AbReport report;
+  report.settings = set;
+  report.settings.model = lm.path;
+  report.settings.prompts_file = opt.prompts;
+  std::vector<std::vector<int32_t>> ids;  // [n_prompts][prompt_tokens]
+  for (const Prompt& p : *prompts) {
+    auto t = encode_prompt(*lm.tok, p.text, set.chat);
+    if (!t) { std::fprintf(stderr, "dspark ab: %s\n", t.message().c_str()); return kExitBadInput; }
+    if ((int64_t)t->size() + set.max_tokens > set.n_ctx) { ++report.skipped; continue; }
+    report.prompts.push_back({p.category, (int64_t)t->size()});
+    ids.push_back(std::move(t).value());
+  }
+  if (ids.empty()) {
+    std::fprintf(stderr, "dspark ab: every prompt is longer than the context (--ctx %lld, -n %lld)\n",
+                 (long long)set.n_ctx, (long long)set.max_tokens);
+    return kExitBadInput;
+  }
+
+  ThreadPool pool((int)set.threads);
+  model::Session session(*lm.model, {.n_ctx = set.n_ctx, .max_batch = 512}, &pool);
+  generate::GenerateParams gp;
+  gp.max_tokens = (int32_t)set.max_tokens;
+  gp.ignore_eos = !set.stop_at_eos;  // default: fixed-length runs, so the arms do the same work
+  gp.sampler.temperature = (float)set.temperature;
+  gp.sampler.seed = set.seed;
+
+  // One drafter per arm, loaded before any timing; begin() resets it for every prompt.
+  const size_t n_arms = opt.arms.size(), n_prompts = ids.size();
+  std::vector<std::unique_ptr<DrafterBundle>> bundles(n_arms);
+  for (size_t k = 0; k < n_arms; ++k) {
+    AbArm arm{opt.arms[k]};
+    if (!arm.spec.serial) {
+      DrafterOptions d = arm.spec.drafter;
+      d.n_ctx = set.n_ctx;
+      auto b = make_drafter(d, lm, gp.sampler, &pool);
+      if (!b) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), b.message().c_str()); return kExitBadInput; }
+      bundles[k] = std::make_unique<DrafterBundle>(std::move(b).value());
+      arm.kind = bundles[k]->kind;
+      arm.gamma = bundles[k]->gamma;
+    }
+    report.arms.push_back(std::move(arm));
+  }
+
+  report.records.assign(n_arms, std::vector<PromptRecord>(n_prompts));
+  report.identical.assign(n_arms, std::vector<uint8_t>(n_prompts, 0));
+  std::vector<std::vector<int32_t>> first_out(n_arms);  // [n_arms] tokens of repeat 0
+  int n_mismatch = 0;
+  ProgressBar bar("ab", (uint64_t)(n_prompts * set.repeats * n_arms), " runs");
+  uint64_t done = 0;
+  for (size_t i = 0; i < n_prompts; ++i) {
+    for (int64_t r = 0; r < set.repeats; ++r) {
+      const uint64_t t = (uint64_t)i * (uint64_t)set.repeats + (uint64_t)r;
+      gp.sampler.seed = set.seed + t;  // common random numbers: every arm gets the same seed here
+      for (size_t j = 0; j < n_arms; ++j) {
+        const size_t k = (j + t) % n_arms;  // rotate the order: AB, BA, AB, ... for two arms
+        auto run = run_arm(lm, session, ids[i], gp, bundles[k].get());
+        if (!run) {
+          std::fprintf(stderr, "\ndspark ab: arm %s, prompt %zu: %s\n", report.arms[k].spec.name.c_str(), i,
+                       run.message().c_str());
+          return 1;
+        }
+        add_run(report.records[k][i], *run);
+        if (r == 0) first_out[k] = std::move(run->tokens);
+        bar.update(++done);
+      }
+    }
+    for (size_t k = 0; k < n_arms; ++k) {
+      const int64_t diff = first_difference(first_out[0], first_out[k]);
+      report.identical[k][i] = diff < 0;
+      if (diff >= 0 && set.temperature == 0 && k > 0 && n_mismatch++ < kMaxMismatchLines)
+        std::fprintf(stderr, "\rdspark ab: prompt %zu (%s): %s differs from %s at new token %lld "
+                     "(temperature 0 should be lossless)\n", i, report.prompts[i].category.c_str(),
+                     report.arms[k].spec.name.c_str(), report.arms[0].spec.name.c_str(), (long long)diff);
+    }
+  }
+  if (n_mismatch > kMaxMismatchLines)
+    std::fprintf(stderr, "dspark ab: ... %d output mismatches in all\n", n_mismatch);
+
+  if (Status st = compare_arms(report); !st) { std::fprintf(stderr, "dspark ab: %s\n", st.message().c_str()); return 1; }
+  const nlohmann::json j = to_json(report);
+  const std::string md = to_markdown(report);
+  if (opt.json) std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  else std::printf("%s", md.c_str());
+  std::fflush(stdout);
+  if (!opt.markdown_path.empty()) {
+    std::ofstream out(opt.markdown_path);
+    if (!(out << md)) std::fprintf(stderr, "dspark ab: warning: cannot write %s\n", opt.markdown_path.c_str());
+  }
+  if (!opt.plot_path.empty()) plot(opt, j);
+  return report.pass() ? 0 : 1;
+}
+
+}  // namespace dspark::tools

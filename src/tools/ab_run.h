@@ -1,0 +1,31 @@
+// `dspark ab`: the acceptance A/B harness. The target is loaded once; every arm (serial, or a
+// drafter config) runs every prompt, the arm order rotating per prompt and repeat (AB, BA, AB,
+// ... for two arms) so drift in machine load hits all arms alike; then ab_report compares each
+// arm with arm 0 (paired bootstrap over prompts) and applies the verdict rule.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tools/ab_report.h"
+#include "tools/loaded_model.h"
+#include "tools/prompts.h"
+
+namespace dspark::tools {
+
+struct AbOptions {
+  std::vector<ArmSpec> arms;            // arm 0 = baseline A
+  std::string prompts = kDefaultPromptFile;
+  int64_t n_prompts = 0;                // 0 = every prompt in the file
+  bool json = false;                    // stdout: one JSON object instead of markdown
+  std::string markdown_path;            // also write the markdown here
+  std::string plot_path;                // PNG of acceptance by position (scripts/plot_ab.py)
+  std::string python = "python3";       // looked up in PATH
+  std::string plot_script;              // path of plot_ab.py
+  AbSettings settings;
+};
+
+// Exit code: 0 every comparison passes, 1 one fails (or generation failed), 2 bad input.
+int run_ab(const AbOptions& opt, const LoadedModel& lm);
+
+}  // namespace dspark::tools

@@ -1,0 +1,31 @@
+#include "tools/arm_run.h"
+
+#include <chrono>
+
+#include "spec/spec_decode.h"
+
+namespace dspark::tools {
+
+Result<ArmRun> run_arm(const LoadedModel& lm, model::Session& session, std::span<const int32_t> prompt,
+                       const generate::GenerateParams& gp, DrafterBundle* drafter) {
+  using Clock = std::chrono::steady_clock;
+  ArmRun run;
+  const auto t0 = Clock::now();
+  if (drafter) {
+    spec::SpecParams sp{gp, drafter->gamma};
+    auto r = spec::generate_spec(*lm.model, session, *lm.tok, prompt, sp, *drafter->drafter, {});
+    if (!r) return r.status();
+    run.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    run.speculative = true;
+    run.tokens = std::move(r->out.tokens);
+    run.stats = std::move(r->stats);
+  } else {
+    auto r = generate::generate(*lm.model, session, *lm.tok, prompt, gp, {});
+    if (!r) return r.status();
+    run.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    run.tokens = std::move(r->tokens);
+  }
+  return run;
+}
+
+}  // namespace dspark::tools

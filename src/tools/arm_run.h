@@ -1,0 +1,29 @@
+// One generation of one benchmark arm on one prompt: serial decoding (no drafter) or speculative
+// decoding with a drafter built once per arm (drafters reset their state in begin(), so one
+// bundle serves every prompt). Shared by `bench --spec` and `ab`.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "generate/generate.h"
+#include "spec/telemetry.h"
+#include "tools/drafter_factory.h"
+#include "tools/loaded_model.h"
+
+namespace dspark::tools {
+
+struct ArmRun {
+  std::vector<int32_t> tokens;  // generated ids
+  double ms = 0;                // wall time of the generate call (prefill + decode), milliseconds
+  bool speculative = false;
+  spec::SpecStats stats;        // speculative arms only (all zero for serial)
+};
+
+// drafter == nullptr: serial decoding. Loading (model, drafter) is never inside `ms`.
+Result<ArmRun> run_arm(const LoadedModel& lm, model::Session& session, std::span<const int32_t> prompt,
+                       const generate::GenerateParams& gp, DrafterBundle* drafter);
+
+}  // namespace dspark::tools

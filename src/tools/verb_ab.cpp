@@ -1,0 +1,133 @@
+// dspark ab: parses the flags into AbOptions and runs the acceptance A/B harness (ab_run.h).
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "core/threadpool.h"
+#include "tools/ab_run.h"
+#include "tools/args.h"
+#include "tools/verbs.h"
+
+#ifndef DSPARK_SOURCE_DIR
+#define DSPARK_SOURCE_DIR "."
+#endif
+
+namespace dspark::tools {
+
+namespace {
+
+// The folder that will hold `path` must exist (checked before the long run, not after).
+Status check_output_path(const std::string& flag, const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+    return Status::error(flag + ": folder " + parent.string() + " does not exist");
+  if (std::filesystem::is_directory(path, ec)) return Status::error(flag + ": " + path + " is a folder");
+  return Status::ok();
+}
+
+int bad(const std::string& msg) {
+  std::fprintf(stderr, "dspark ab: %s\n", msg.c_str());
+  return kExitBadInput;
+}
+
+}  // namespace
+
+int verb_ab(int argc, char** argv) {
+  std::string model_spec = "gemma3-270m", cache, spec_a, spec_b;
+  std::vector<std::string> named_arms;
+  AbOptions opt;
+  opt.plot_script = std::string(DSPARK_SOURCE_DIR) + "/scripts/plot_ab.py";
+  AbSettings& s = opt.settings;
+  int64_t max_tokens = s.max_tokens, seed = 0, repeats = 1, threads = ThreadPool::default_threads(), n_ctx = s.n_ctx;
+  int64_t n_boot = s.bootstrap.n_boot;
+  double temp = 0, min_accept = s.rule.min_accept_delta_pts, min_speed = s.rule.min_speed_ratio;
+  bool no_chat = false, eos = false;
+  Args args(
+      "dspark ab --a SPEC --b SPEC [--arm NAME=SPEC ...] [--prompts FILE] [--n-prompts N] [-n N]\n"
+      "       [--temp T] [--seed S] [--repeats R] [--json] [--markdown FILE] [--plot PNG]",
+      "Acceptance A/B harness: runs the same prompts under every arm (the target is loaded once, the\n"
+      "arm order alternates per prompt and repeat) and compares each arm with A: pooled acceptance\n"
+      "and acceptance by draft position, tau (tokens per target round), tok/s, and a paired bootstrap\n"
+      "over prompts giving 95% CIs for the acceptance change (points) and the speed ratio B/A.\n"
+      "Verdict: an arm passes if the acceptance-change CI lower bound >= --min-accept-delta and the\n"
+      "speed-ratio CI lower bound > --min-speed-ratio (speed rule only when an arm is serial).\n"
+      "Exit code: 0 every arm passes, 1 one fails, 2 bad input.\n\n"
+      "SPEC is 'serial' or comma-separated drafter settings named like generate's flags:\n"
+      "  draft-kind=auto|ngram|draft-model|dspark, draft-model=PATH, num-draft-tokens=G, draft-threshold=T\n"
+      "e.g. --a serial --b draft-kind=ngram,num-draft-tokens=3\n"
+      "     --a draft-model=ckpt_v1 --b draft-model=ckpt_v2,draft-threshold=0.3");
+  args.add("--model,-m", &model_spec, "target: registry name or GGUF path");
+  args.add("--cache-dir", &cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
+  args.add("--a", &spec_a, "arm A (the baseline): SPEC");
+  args.add("--b", &spec_b, "arm B: SPEC");
+  args.add_list("--arm", &named_arms, "another arm, NAME=SPEC (repeatable; without --a, the first is the baseline)");
+  args.add("--prompts", &opt.prompts, "JSONL with {category, turns: [text]}");
+  args.add("--n-prompts", &opt.n_prompts, "prompts to run, round robin over categories; 0 = all", 0, 1000000);
+  args.add("--max-tokens,-n", &max_tokens, "new tokens per prompt", 1, 1 << 16);
+  args.add_flag("--eos", &eos, "stop at end-of-sequence (default: exactly -n tokens, same work in every arm)");
+  args.add_flag("--no-chat", &no_chat, "feed prompts raw instead of chat-templated");
+  args.add("--temp", &temp, "sampling temperature; 0 = greedy (outputs must then match across arms)", 0.0, 100.0);
+  args.add("--seed", &seed, "seed of sampling (per prompt: seed + index) and of the bootstrap", 0, INT64_MAX);
+  args.add("--repeats,-r", &repeats, "runs of each prompt per arm, summed (order alternates per repeat)", 1, 1000);
+  args.add("--threads,-t", &threads, "worker threads", 1, 256);
+  args.add("--ctx", &n_ctx, "context size in tokens; longer prompts are skipped", 16, 1 << 20);
+  args.add("--bootstrap", &n_boot, "bootstrap resamples", 1, 10000000);
+  args.add("--min-accept-delta", &min_accept, "verdict: lowest allowed acceptance-change CI lower bound, points",
+           -100.0, 100.0);
+  args.add("--min-speed-ratio", &min_speed, "verdict: the speed-ratio CI lower bound must exceed this", 0.0, 1000.0);
+  args.add_flag("--json", &opt.json, "print one JSON object (per arm, comparisons, per prompt) instead of markdown");
+  args.add("--markdown", &opt.markdown_path, "also write the markdown tables to this file");
+  args.add("--plot", &opt.plot_path, "write a PNG of acceptance by position (runs --plot-script)");
+  args.add("--python", &opt.python, "python for --plot, looked up in PATH; needs matplotlib");
+  args.add("--plot-script", &opt.plot_script, "the plotting script");
+  if (Status st = args.parse(argc, argv, 2); !st) return bad(st.message());
+  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (!args.positional().empty()) return bad("unexpected argument '" + args.positional()[0] + "'");
+
+  if (!spec_a.empty()) {
+    auto a = parse_arm_spec("A", spec_a);
+    if (!a) return bad(a.message());
+    opt.arms.push_back(std::move(a).value());
+  }
+  if (!spec_b.empty()) {
+    if (spec_a.empty()) return bad("--b needs --a (the baseline)");
+    auto b = parse_arm_spec("B", spec_b);
+    if (!b) return bad(b.message());
+    opt.arms.push_back(std::move(b).value());
+  }
+  std::set<std::string> names;
+  for (const ArmSpec& a : opt.arms) names.insert(a.name);
+  for (const std::string& text : named_arms) {
+    auto a = parse_named_arm(text);
+    if (!a) return bad(a.message());
+    if (!names.insert(a->name).second) return bad("two arms are named '" + a->name + "'");
+    opt.arms.push_back(std::move(a).value());
+  }
+  if (opt.arms.size() < 2) return bad("need two arms: --a SPEC --b SPEC, or --arm NAME=SPEC twice (see --help)");
+  if (!opt.markdown_path.empty())
+    if (Status st = check_output_path("--markdown", opt.markdown_path); !st) return bad(st.message());
+  if (!opt.plot_path.empty())
+    if (Status st = check_output_path("--plot", opt.plot_path); !st) return bad(st.message());
+
+  s.max_tokens = max_tokens;
+  s.temperature = temp;
+  s.seed = (uint64_t)seed;
+  s.repeats = repeats;
+  s.threads = threads;
+  s.n_ctx = n_ctx;
+  s.chat = !no_chat;
+  s.stop_at_eos = eos;
+  s.bootstrap.n_boot = n_boot;
+  s.bootstrap.seed = (uint64_t)seed;
+  s.rule = {.min_accept_delta_pts = min_accept, .min_speed_ratio = min_speed};
+
+  auto lm = load_model(model_spec, cache);
+  if (!lm) return bad(lm.message());
+  if (n_ctx > lm->model->config().n_ctx_train)
+    return bad("--ctx " + std::to_string(n_ctx) + " exceeds the model's training context " +
+               std::to_string(lm->model->config().n_ctx_train));
+  return run_ab(opt, *lm);
+}
+
+}  // namespace dspark::tools

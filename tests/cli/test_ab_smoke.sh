@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `dspark ab` end to end on the real model, kept cheap (two short prompts, 8 tokens, ~1 s of CPU):
+# serial vs n-gram at temperature 0 must give JSON with both arms, identical outputs (spec decoding
+# is lossless), tau >= 1 for the drafter arm, a markdown file, and an exit code of 0 or 1 (the
+# verdict on two prompts is noise). A plot with a missing python must warn, not fail.
+# Usage: test_ab_smoke.sh DSPARK_BINARY [MODEL.gguf]   (else $DSPARK_MODEL; exit 77 = skipped)
+set -u
+bin="$1"
+model="${2:-${DSPARK_MODEL:-}}"
+if [ -z "$model" ] || [ ! -f "$model" ]; then
+  echo "skip: no model (set DSPARK_MODEL)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat >"$tmp/prompts.jsonl" <<'JSONL'
+{"category": "count", "turns": ["One, two, three, four, five, six, seven, eight, nine, ten, one, two, three,"]}
+{"category": "letters", "turns": ["a b c d e f g a b c d e f g a b c"]}
+JSONL
+"$bin" ab -m "$model" --prompts "$tmp/prompts.jsonl" --no-chat -n 8 --bootstrap 200 \
+  --a serial --b draft-kind=ngram,num-draft-tokens=3 --json --markdown "$tmp/ab.md" \
+  --plot "$tmp/ab.png" --python "$tmp/no-such-python" >"$tmp/out.json" 2>"$tmp/err"
+rc=$?
+fail=0
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then echo "FAIL exit code $rc"; fail=1; fi
+grep -q "warning: no plot" "$tmp/err" || { echo "FAIL no plot warning on stderr"; fail=1; }
+grep -q "^| B | draft-kind=ngram,num-draft-tokens=3 |" "$tmp/ab.md" || { echo "FAIL markdown table"; fail=1; }
+python3 - "$tmp/out.json" <<'PY' || fail=1
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert [a["name"] for a in j["arms"]] == ["A", "B"], j["arms"]
+assert j["n_prompts"] == 2, j["n_prompts"]
+b = j["arms"][1]
+assert b["tau"] >= 1.0 and b["drafted"] > 0, b
+c = j["comparisons"][0]
+assert c["identical_outputs"] == 2, "temperature 0 outputs differ between serial and ngram"
+assert c["acceptance_delta_pts"] is None and not c["verdict"]["acceptance_checked"], c
+assert j["pass"] == (c["verdict"]["pass"]), j["pass"]
+print("ok: tau %.2f, acceptance %.1f%%, speed ratio %.2f [%.2f, %.2f], verdict %s" % (
+    b["tau"], 100 * b["acceptance"], c["speed_ratio"]["point"], c["speed_ratio"]["lo"], c["speed_ratio"]["hi"],
+    "PASS" if c["verdict"]["pass"] else "FAIL"))
+PY
+exp_rc=$(python3 -c "import json,sys; print(0 if json.load(open(sys.argv[1]))['pass'] else 1)" "$tmp/out.json" 2>/dev/null)
+[ "$rc" = "$exp_rc" ] || { echo "FAIL exit code $rc does not match the verdict"; fail=1; }
+[ "$fail" -eq 0 ] || { sed 's/^/  | /' "$tmp/err" | tail -5; exit 1; }
