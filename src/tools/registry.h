@@ -17,6 +17,7 @@ struct RegistryEntry {
   std::string file_name;     // file name under <cache>/models/
   std::string sha256;
   uint64_t bytes;
+  std::string drafter;       // shipped default drafter: folder under <repo>/drafters/ ("" = none)
 };
 
 const std::vector<RegistryEntry>& model_registry();
@@ -28,5 +29,10 @@ std::string resolve_cache_dir(const std::string& flag_value);
 // A registry name resolves to <cache>/models/<file> (error if not downloaded yet, naming the
 // command that fetches it); anything else is a path that must exist.
 Result<std::string> resolve_model_path(const std::string& spec, const std::string& cache_dir);
+
+// The shipped default drafter for a loaded target file (matched by the registry file name), as
+// a folder path: <exe>/../../drafters/<name> (build tree), <exe>/../share/dspark/drafters/<name>
+// (install), then <source>/drafters/<name>. "" when the model has none or it is not found.
+std::string default_drafter_dir(const std::string& model_path);
 
 }  // namespace dspark::tools

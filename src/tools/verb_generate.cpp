@@ -11,6 +11,7 @@
 #include "tools/drafter_factory.h"
 #include "tools/args.h"
 #include "tools/loaded_model.h"
+#include "tools/registry.h"
 #include "tools/verbs.h"
 
 namespace dspark::tools {
@@ -21,7 +22,8 @@ int verb_generate(int argc, char** argv) {
   double temp = 0.0, top_p = 1.0, min_p = 0.0;
   bool chat = false, json = false, ignore_eos = false;
   std::vector<std::string> stops;
-  std::string draft_path, draft_kind, draft_schedule = "fixed";
+  std::string draft_path, draft_kind, draft_schedule;
+  bool no_spec = false;
   int64_t n_draft = 5;
   double draft_threshold = 0.0;
   Args args("dspark generate --model M -p TEXT [--chat] [-n N] [--temp T] [--seed S] [--json]\n"
@@ -51,6 +53,7 @@ int verb_generate(int argc, char** argv) {
   args.add("--num-draft-tokens", &n_draft, "draft tokens per round at most (gamma)", 0, 64);
   args.add("--draft-threshold", &draft_threshold, "dspark: stop drafting at the first slot with confidence below this",
            0.0, 1.0);
+  args.add_flag("--no-spec", &no_spec, "plain decoding: do not mount the model's shipped default drafter");
   args.add("--draft-schedule", &draft_schedule, "dspark draft length: fixed (gamma / threshold) or cost (expected tokens\n"
            "per second from calibrated confidences and the measured verify cost, paper Algorithm 1)");
   if (Status st = args.parse(argc, argv, 2); !st) {
@@ -58,8 +61,12 @@ int verb_generate(int argc, char** argv) {
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
-  if (draft_schedule != "fixed" && draft_schedule != "cost") {
+  if (!draft_schedule.empty() && draft_schedule != "fixed" && draft_schedule != "cost") {
     std::fprintf(stderr, "dspark generate: --draft-schedule must be fixed or cost, got '%s'\n", draft_schedule.c_str());
+    return kExitBadInput;
+  }
+  if (no_spec && (!draft_path.empty() || !draft_kind.empty())) {
+    std::fprintf(stderr, "dspark generate: --no-spec contradicts --draft-model / --draft-kind\n");
     return kExitBadInput;
   }
   if (!args.positional().empty()) {
@@ -108,6 +115,19 @@ int verb_generate(int argc, char** argv) {
                     .min_p = (float)min_p, .seed = (uint64_t)seed};
   generate::TextCallback on_text;
   if (!json) on_text = [](std::string_view t) { std::fwrite(t.data(), 1, t.size(), stdout); std::fflush(stdout); };
+  // The model's shipped drafter (drafters/<name>, with its PROVENANCE) unless told otherwise: all
+  // of its block, with the cost-aware schedule.
+  bool shipped = false;
+  if (!no_spec && draft_path.empty() && draft_kind.empty()) {
+    draft_path = default_drafter_dir(lm->path);
+    if (!draft_path.empty()) {
+      shipped = true;
+      draft_kind = "dspark";
+      n_draft = 16;  // clamped to the block size
+      if (draft_schedule.empty()) draft_schedule = "cost";
+    }
+  }
+  if (draft_schedule.empty()) draft_schedule = "fixed";
   const bool speculative = !draft_path.empty() || !draft_kind.empty();
   Result<generate::GenerateResult> res = Status::error("not run");
   spec::SpecStats stats;
@@ -115,9 +135,14 @@ int verb_generate(int argc, char** argv) {
   if (speculative) {
     DrafterOptions dopt{.kind = draft_kind.empty() ? "auto" : draft_kind, .path = draft_path, .gamma = (int)n_draft,
                         .threshold = draft_threshold, .n_ctx = n_ctx, .schedule = draft_schedule == "cost", .verify_ms = {}};
-    if (dopt.schedule) dopt.verify_ms = measure_verify_ms(*lm->model, (int)n_draft + 1, &pool);
     auto bundle = make_drafter(dopt, *lm, params.sampler, &pool);
     if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
+    if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it
+      dopt.gamma = bundle->gamma;
+      dopt.verify_ms = measure_verify_ms(*lm->model, bundle->gamma + 1, &pool);
+      bundle = make_drafter(dopt, *lm, params.sampler, &pool);
+      if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
+    }
     spec::SpecParams sp{params, bundle->gamma};
     auto r = spec::generate_spec(*lm->model, session, *lm->tok, ids, sp, *bundle->drafter, on_text);
     if (!r) { std::fprintf(stderr, "\ndspark generate: %s\n", r.message().c_str()); return 1; }
@@ -145,6 +170,9 @@ int verb_generate(int argc, char** argv) {
     if (speculative) {
       j["spec"] = stats.to_json();
       j["spec"]["drafter"] = drafter_stats;
+      j["spec"]["drafter_path"] = draft_path;
+      j["spec"]["shipped_default"] = shipped;
+      j["spec"]["schedule"] = draft_schedule;
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -152,9 +180,9 @@ int verb_generate(int argc, char** argv) {
                  (long long)res->prompt_tokens, res->tokens.size(), generate::finish_reason_name(res->finish),
                  res->prefill_tok_s(), res->decode_tok_s());
     if (speculative)
-      std::fprintf(stderr, "spec: %lld rounds, drafted %lld, accepted %lld (%.1f%%), tau %.2f tokens/round | "
+      std::fprintf(stderr, "spec%s: %lld rounds, drafted %lld, accepted %lld (%.1f%%), tau %.2f tokens/round | "
                    "draft %.0f ms, verify %.0f ms, accept %.0f ms, commit %.0f ms\n",
-                   (long long)stats.rounds, (long long)stats.drafted, (long long)stats.accepted,
+                   shipped ? " (shipped drafter; --no-spec for plain decoding)" : "", (long long)stats.rounds, (long long)stats.drafted, (long long)stats.accepted,
                    100 * stats.acceptance_rate(), stats.tau(), stats.draft_ms, stats.verify_ms, stats.accept_ms,
                    stats.commit_ms);
   }

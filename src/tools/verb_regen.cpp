@@ -155,8 +155,8 @@ int verb_regen(int argc, char** argv) {
     if (manifest.is_discarded() || !manifest.contains("settings"))
       return fail(manifest_path.string() + ": not a regen manifest (use a new --out)");
     if (manifest["settings"] != settings)
-      return fail(out_dir + " was generated with different settings:\n  have " + manifest["settings"].dump() +
-                  "\n  now  " + settings.dump() + "\n(use a new --out, or the same flags to resume)");
+      return fail(out_dir + " was generated with different settings (have " + manifest["settings"].dump() + ", now " +
+                  settings.dump() + "); use a new --out, or the same flags to resume");
   }
   std::string command;
   for (int i = 0; i < argc; ++i) {

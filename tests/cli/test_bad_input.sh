@@ -55,6 +55,19 @@ expect_bad "ab: zero bootstrap resamples" ab -m x.gguf --a serial --b serial --b
 expect_bad "ab: negative temperature" ab -m x.gguf --a serial --b serial --temp -0.5
 expect_bad "ab: plot into a missing folder" ab -m x.gguf --a serial --b serial --plot "$tmp/no/such/dir/x.png"
 expect_bad "ab: missing model" ab -m "$tmp/none.gguf" --a serial --b draft-kind=ngram
+printf '{"id": "t1", "turns": ["hello there"]}\n{"id": "t2", "turns": ["What is 2+2?"]}\n' >"$tmp/train.jsonl"
+printf '{"id": "e1", "turns": ["What is 2+2?"]}\n' >"$tmp/eval.jsonl"
+printf '{"id": "e1", "turns": ["Something else"]}\n' >"$tmp/eval_ok.jsonl"
+expect_bad "regen: no --prompts" regen --out "$tmp/r"
+expect_bad "regen: malformed --taps" regen --prompts "$tmp/train.jsonl" --out "$tmp/r" --taps 1,x
+expect_bad "regen: training prompt repeats an evaluation prompt" regen --prompts "$tmp/train.jsonl" \
+  --eval-prompts "$tmp/eval.jsonl" --out "$tmp/r"
+expect_bad "regen: the evaluation file as training prompts" regen --prompts "$tmp/eval.jsonl" \
+  --eval-prompts "$tmp/eval.jsonl" --out "$tmp/r"
+expect_bad "train-drafter: no --data" train-drafter --out "$tmp/t"
+expect_bad "train-drafter: malformed --taps" train-drafter --data "$tmp" --out "$tmp/t" --taps 1,,2
+expect_bad "generate: --no-spec with a drafter" generate -m x.gguf -p hi --no-spec --draft-kind ngram
+expect_bad "generate: unknown draft schedule" generate -m x.gguf -p hi --draft-schedule fastest
 
 if [ -n "$model" ] && [ -f "$model" ]; then
   head -c 5000000 "$model" >"$tmp/truncated.gguf"
@@ -92,6 +105,19 @@ PY
   printf '{"category": "x", "turns": ["hi"]}\n' >"$tmp/one.jsonl"
   expect_bad "ab: drafter dir missing" ab -m "$model" --a serial --b draft-model="$tmp/no-drafter" --prompts "$tmp/one.jsonl"
   expect_bad "ab: every prompt too long" ab -m "$model" --a serial --b draft-kind=ngram --ctx 16 -n 8 --n-prompts 2
+  expect_bad "regen: tap beyond the target's layers" regen -m "$model" --prompts "$tmp/train.jsonl" \
+    --eval-prompts "$tmp/eval_ok.jsonl" --out "$tmp/r" --taps 1,17
+  mkdir -p "$tmp/r2"
+  printf '{"format": "dspark-regen-manifest-v1", "settings": {"taps": [2]}}' >"$tmp/r2/manifest.json"
+  expect_bad "regen: output folder made with other settings" regen -m "$model" --prompts "$tmp/train.jsonl" \
+    --eval-prompts "$tmp/eval_ok.jsonl" --out "$tmp/r2"
+  mkdir -p "$tmp/noshards"
+  expect_bad "train-drafter: no shards" train-drafter -m "$model" --data "$tmp/noshards" --out "$tmp/t"
+  mkdir -p "$tmp/badshards"
+  printf 'garbage that is not a safetensors file' >"$tmp/badshards/shard-00000.safetensors"
+  expect_bad "train-drafter: corrupt shard" train-drafter -m "$model" --data "$tmp/badshards" --out "$tmp/t"
+  expect_bad "train-drafter: tap beyond the target's layers" train-drafter -m "$model" --data "$tmp/noshards" \
+    --out "$tmp/t" --taps 1,17
 else
   echo "skip model cases: no model path given"
 fi
