@@ -110,4 +110,23 @@ std::string Args::help() const {
   return out;
 }
 
+Result<std::vector<int>> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  size_t p = 0;
+  while (p <= text.size()) {
+    size_t q = text.find(',', p);
+    if (q == std::string::npos) q = text.size();
+    const std::string item = text.substr(p, q - p);
+    size_t used = 0;
+    try {
+      out.push_back(std::stoi(item, &used));
+    } catch (...) {
+      used = std::string::npos;
+    }
+    if (used != item.size()) return Status::error(flag + ": expected comma-separated integers, got '" + text + "'");
+    p = q + 1;
+  }
+  return out;
+}
+
 }  // namespace dspark::tools

@@ -44,4 +44,7 @@ class Args {
   std::vector<std::string> positional_;
 };
 
+// "1,4,7" -> {1, 4, 7}; an error naming `flag` for anything else ("--taps: expected ...").
+Result<std::vector<int>> parse_int_list(const std::string& text, const std::string& flag);
+
 }  // namespace dspark::tools

@@ -27,24 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-Result<std::vector<int>> parse_int_list(const std::string& s, const char* flag) {
-  std::vector<int> out;
-  size_t p = 0;
-  while (p <= s.size()) {
-    size_t q = s.find(',', p);
-    if (q == std::string::npos) q = s.size();
-    try {
-      size_t used = 0;
-      const std::string item = s.substr(p, q - p);
-      out.push_back(std::stoi(item, &used));
-      if (used != item.size()) throw std::invalid_argument("");
-    } catch (...) {
-      return Status::error(std::string(flag) + ": expected comma-separated integers, got '" + s + "'");
-    }
-    p = q + 1;
-  }
-  return out;
-}
 
 std::string shard_name(int64_t i) {
   char buf[64];

@@ -11,29 +11,6 @@
 
 namespace dspark::tools {
 
-namespace {
-
-Result<std::vector<int>> parse_taps(const std::string& s) {
-  std::vector<int> out;
-  size_t p = 0;
-  while (p <= s.size()) {
-    size_t q = s.find(',', p);
-    if (q == std::string::npos) q = s.size();
-    try {
-      size_t used = 0;
-      const std::string item = s.substr(p, q - p);
-      out.push_back(std::stoi(item, &used));
-      if (used != item.size()) throw std::invalid_argument("");
-    } catch (...) {
-      return Status::error("--taps: expected comma-separated layer ids, got '" + s + "'");
-    }
-    p = q + 1;
-  }
-  return out;
-}
-
-}  // namespace
-
 int verb_train_drafter(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, taps_s = "1,7,13";
   std::vector<std::string> data;
@@ -84,7 +61,7 @@ int verb_train_drafter(int argc, char** argv) {
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
   if (data.empty()) return fail("--data is required");
   if (o.out_dir.empty()) return fail("--out is required");
-  auto taps = parse_taps(taps_s);
+  auto taps = parse_int_list(taps_s, "--taps");
   if (!taps) return fail(taps.message());
   auto lm = load_model(model_spec, cache);
   if (!lm) return fail(lm.message());
