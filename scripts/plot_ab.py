@@ -43,7 +43,7 @@ def main(argv):
             continue
         xs, ys = zip(*points)
         acc = arm.get("acceptance")
-        label = f"{arm['name']}: {arm['spec']}\nacceptance {100 * acc:.1f}%, tau {arm['tau']:.2f}, {arm['tok_s']:.1f} tok/s"
+        label = f"{arm['name']}: acceptance {100 * acc:.1f}%, tau {arm['tau']:.2f}, {arm['tok_s']:.1f} tok/s"
         ax.plot(xs, ys, marker="o", label=label)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("draft position")
@@ -64,7 +64,7 @@ def main(argv):
         lines.append("serial (no drafts): " + ", ".join(serial))
     ax.set_title("\n".join(lines), fontsize=9)
     if ax.lines:
-        ax.legend(fontsize=8, loc="lower left")
+        ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     try:
         fig.savefig(argv[2], dpi=120)

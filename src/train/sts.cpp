@@ -42,13 +42,21 @@ StsFit fit_sts(const std::vector<std::vector<float>>& z, const std::vector<int32
       raw.push_back(prefix_raw[r] * sig(z[r][(size_t)k]));
     }
     fit.ece_before.push_back(expected_calibration_error(raw, y));
-    double best_t = 1.0, best_e = 1e300;
+    int positives = 0;
+    for (int v : y) positives += v;
+    // Too few accepted examples to calibrate on: keep the previous slot's temperature.
+    const bool thin = positives < kStsMinPositives || positives == (int)y.size();
+    double best_t = k > 0 ? fit.temperatures[(size_t)k - 1] : 1.0, best_e = 1e300;
     std::vector<double> pred(rows.size());
-    for (int g = 0; g <= 120; ++g) {
+    for (int g = 0; g <= 120 && !thin; ++g) {
       const double t = 0.05 * std::pow(400.0, g / 120.0);  // 0.05 .. 20
       for (size_t i = 0; i < rows.size(); ++i) pred[i] = prefix[rows[i]] * sig(z[rows[i]][(size_t)k] / t);
       const double e = expected_calibration_error(pred, y);
       if (e < best_e - 1e-12) { best_e = e; best_t = t; }
+    }
+    if (thin) {
+      for (size_t i = 0; i < rows.size(); ++i) pred[i] = prefix[rows[i]] * sig(z[rows[i]][(size_t)k] / best_t);
+      best_e = expected_calibration_error(pred, y);
     }
     fit.temperatures[(size_t)k] = (float)best_t;
     fit.ece_after.push_back(best_e);

@@ -8,6 +8,10 @@
 
 namespace dspark::train {
 
+// A slot with fewer accepted rounds than this keeps the previous slot's temperature (a grid search
+// on a handful of positives fits noise).
+inline constexpr int kStsMinPositives = 30;
+
 struct StsFit {
   std::vector<float> temperatures;   // [γ]
   std::vector<double> ece_before;    // [γ] ECE of the raw cumulative products
