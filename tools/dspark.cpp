@@ -18,6 +18,7 @@ constexpr Verb kVerbs[] = {
     {"get", dspark::tools::verb_get, "download a known model into the cache and verify it"},
     {"generate", dspark::tools::verb_generate, "generate text from a prompt (streams, then prints speeds)"},
     {"bench", dspark::tools::verb_bench, "prefill/decode speed (median of repeats) and the verify-cost curve"},
+    {"serve", dspark::tools::verb_serve, "OpenAI-compatible HTTP server with speculative decoding and a chat page"},
     {"inspect", dspark::tools::verb_inspect, "print a GGUF file's metadata and tensor table"},
 };
 

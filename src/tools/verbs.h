@@ -8,5 +8,6 @@ int verb_get(int argc, char** argv);
 int verb_generate(int argc, char** argv);
 int verb_bench(int argc, char** argv);
 int verb_inspect(int argc, char** argv);
+int verb_serve(int argc, char** argv);
 
 }  // namespace dspark::tools

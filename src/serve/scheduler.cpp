@@ -1,0 +1,248 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+
+namespace dspark::serve {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+Scheduler::Scheduler(const model::Gemma3Model& model, const tokenizer::SpmTokenizer& tok, const SchedulerConfig& cfg,
+                     DrafterFactory drafters, ThreadPool* pool, Metrics* metrics)
+    : model_(model), tok_(tok), cfg_(cfg), drafters_(std::move(drafters)), pool_(pool), metrics_(metrics) {}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Gemma3Model& model,
+                                                     const tokenizer::SpmTokenizer& tok, const SchedulerConfig& cfg,
+                                                     DrafterFactory drafters, ThreadPool* pool, Metrics* metrics) {
+  if (cfg.n_slots < 1) return Status::error("--parallel must be >= 1");
+  if (cfg.max_queue < 0) return Status::error("--max-queue must be >= 0");
+  std::unique_ptr<Scheduler> s(new Scheduler(model, tok, cfg, std::move(drafters), pool, metrics));
+  for (int i = 0; i < cfg.n_slots; ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->id = i;
+    slot->session = std::make_unique<model::Session>(
+        model, model::SessionOptions{.n_ctx = cfg.n_ctx, .max_batch = cfg.max_batch}, pool);
+    if (s->drafters_) {
+      auto d = s->drafters_();
+      if (!d) return Status::error("drafter for slot " + std::to_string(i) + ": " + d.message());
+      slot->drafter = std::move(d).value();
+      slot->history.tap_ids = slot->drafter->required_taps();
+    }
+    s->slots_.push_back(std::move(slot));
+  }
+  s->thread_ = std::thread([p = s.get()] { p->loop(); });
+  return s;
+}
+
+Scheduler::~Scheduler() { shutdown(std::chrono::milliseconds(0)); }
+
+Scheduler::Submit Scheduler::submit(std::shared_ptr<Job> job) {
+  std::lock_guard lk(mu_);
+  if (stopping_) return Submit::kStopping;
+  const int64_t idle = (int64_t)slots_.size() - busy_;
+  if ((int64_t)queue_.size() >= idle + cfg_.max_queue) return Submit::kQueueFull;
+  job->t_submit = Clock::now();
+  queue_.push_back(std::move(job));
+  cv_.notify_all();
+  return Submit::kQueued;
+}
+
+void Scheduler::shutdown(std::chrono::milliseconds grace) {
+  std::unique_lock lk(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+  cv_.wait_for(lk, grace, [&] { return queue_.empty() && busy_ == 0; });
+  // Past the grace period: cancel what is left. Queued jobs never started; answer them here.
+  for (auto& s : slots_)
+    if (s->job) s->job->cancel = true;
+  for (auto& j : queue_) {
+    j->cancel = true;
+    std::lock_guard jl(j->mu);
+    j->cancelled = true;
+    j->error = Status::error("the server is shutting down");
+    j->finished = true;
+    j->cv.notify_all();
+  }
+  queue_.clear();
+  cv_.notify_all();
+  lk.unlock();
+  if (thread_.joinable()) thread_.join();
+}
+
+size_t Scheduler::kv_bytes_per_token() const {
+  const model::Gemma3Config& c = model_.config();
+  return (size_t)(c.n_layer * c.n_head_kv * c.head_dim) * 2 /* K and V */ * sizeof(uint16_t);
+}
+
+nlohmann::json Scheduler::state() const {
+  std::lock_guard lk(mu_);
+  nlohmann::json slots = nlohmann::json::array();
+  int64_t entries = 0, tokens = 0;
+  size_t bytes = 0;
+  for (const auto& s : slots_) {
+    slots.push_back({{"id", s->id}, {"state", s->job ? "busy" : "idle"}, {"cached_tokens", s->cached_tokens}});
+    if (s->cached_tokens > 0) {
+      ++entries;
+      tokens += s->cached_tokens;
+    }
+    bytes += (size_t)s->cached_tokens * kv_bytes_per_token() + (size_t)s->cached_tokens * s->history.tap_ids.size() *
+                                                                      (size_t)model_.config().n_embd * sizeof(float);
+  }
+  return {{"queue", queue_.size()},
+          {"max_queue", cfg_.max_queue},
+          {"slots", slots_.size()},
+          {"slots_busy", busy_},
+          {"slot_state", slots},
+          {"stopping", stopping_},
+          {"cache", {{"entries", entries}, {"tokens", tokens}, {"bytes", bytes}, {"budget_bytes", cfg_.cache_bytes}}}};
+}
+
+void Scheduler::loop() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    assign_locked();
+    if (busy_ == 0) {
+      if (stopping_ && queue_.empty()) break;
+      cv_.wait(lk, [&] { return !queue_.empty() || stopping_; });
+      continue;
+    }
+    std::vector<Slot*> active;
+    for (auto& s : slots_)
+      if (s->job) active.push_back(s.get());
+    lk.unlock();
+    for (Slot* s : active) step(*s);
+    lk.lock();
+  }
+}
+
+void Scheduler::assign_locked() {
+  while (!queue_.empty()) {
+    std::shared_ptr<Job>& job = queue_.front();
+    Slot* best = nullptr;
+    int64_t best_len = -1;
+    for (auto& s : slots_) {
+      if (s->job) continue;
+      const int64_t len = spec::common_prefix(s->history.tokens, job->prompt);
+      if (len > best_len || (len == best_len && s->last_used < best->last_used)) {
+        best = s.get();
+        best_len = len;
+      }
+    }
+    if (!best) return;
+    best->job = std::move(job);
+    queue_.pop_front();
+    ++busy_;
+  }
+}
+
+bool Scheduler::start_job(Slot& s) {
+  Job& job = *s.job;
+  const auto now = Clock::now();
+  job.queue_ms = ms_between(job.t_submit, now);
+  job.slot = s.id;
+  s.first_text = false;
+  Job* jp = &job;
+  Slot* sp = &s;
+  auto on_text = [jp, sp](std::string_view t) {
+    if (!sp->first_text) {
+      sp->first_text = true;
+      jp->ttft_ms = ms_between(jp->t_submit, Clock::now());
+    }
+    jp->push_text(t);
+  };
+  spec::Drafter* drafter = job.use_drafter ? s.drafter.get() : nullptr;
+  const spec::StepperOptions opt{.prefill_chunk = cfg_.prefill_chunk, .reuse_prefix = cfg_.cache_bytes > 0};
+  auto st = spec::SpecStepper::create(model_, *s.session, tok_, job.prompt, job.params, drafter, &s.history,
+                                      std::move(on_text), opt);
+  if (!st) {
+    finish(s, st.status(), false);
+    return false;
+  }
+  s.stepper = std::move(st).value();
+  return true;
+}
+
+void Scheduler::step(Slot& s) {
+  if (s.job->cancel) {
+    finish(s, Status::ok(), true);
+    return;
+  }
+  if (!s.stepper) {
+    start_job(s);
+    return;
+  }
+  Status st = s.stepper->step();
+  if (!st) finish(s, st, false);
+  else if (s.stepper->done()) finish(s, Status::ok(), false);
+}
+
+void Scheduler::finish(Slot& s, Status error, bool cancelled) {
+  std::shared_ptr<Job> job = s.job;
+  const auto now = Clock::now();
+  spec::SpecResult res;
+  int64_t cached = 0;
+  if (s.stepper) {
+    cached = s.stepper->reused_tokens();
+    res = s.stepper->take_result();
+    res.stats.generated = (int64_t)res.out.tokens.size();
+  }
+  const bool spec_ran = s.stepper && job->use_drafter && s.drafter;
+  JobSummary sum{.prompt_tokens = (int64_t)job->prompt.size(),
+                 .completion_tokens = (int64_t)res.out.tokens.size(),
+                 .cached_tokens = cached,
+                 .spec = spec_ran ? &res.stats : nullptr,
+                 .cancelled = cancelled,
+                 .failed = !error.is_ok(),
+                 .queue_s = job->queue_ms / 1e3,
+                 .ttft_s = job->ttft_ms / 1e3,
+                 .total_s = ms_between(job->t_submit, now) / 1e3};
+  if (metrics_) metrics_->record_job(sum);
+  {
+    std::lock_guard jl(job->mu);
+    job->result = std::move(res);
+    job->error = std::move(error);
+    job->cancelled = cancelled;
+    job->spec_ran = spec_ran;
+    job->cached_tokens = cached;
+    job->total_ms = sum.total_s * 1e3;
+    job->finished = true;
+    job->cv.notify_all();
+  }
+  std::lock_guard lk(mu_);
+  s.stepper.reset();
+  s.job.reset();
+  --busy_;
+  s.last_used = ++clock_;
+  if (cfg_.cache_bytes == 0) {
+    s.history.clear();
+    s.session->kv().clear();
+  }
+  s.cached_tokens = (int64_t)s.history.tokens.size();
+  enforce_budget_locked(&s);
+  cv_.notify_all();
+}
+
+void Scheduler::enforce_budget_locked(Slot* keep) {
+  auto bytes_of = [&](const Slot& s) { return s.history.tokens.size() * kv_bytes_per_token() + s.history.tap_bytes(); };
+  for (;;) {
+    size_t total = 0;
+    Slot* victim = nullptr;
+    for (auto& s : slots_) {
+      if (s->job || s->history.tokens.empty()) continue;
+      total += bytes_of(*s);
+      if (s.get() != keep && (!victim || s->last_used < victim->last_used)) victim = s.get();
+    }
+    if (total <= cfg_.cache_bytes) return;
+    if (!victim) victim = keep;
+    if (!victim || victim->history.tokens.empty()) return;
+    victim->history.clear();
+    victim->session->kv().clear();
+    victim->cached_tokens = 0;
+  }
+}
+
+}  // namespace dspark::serve
