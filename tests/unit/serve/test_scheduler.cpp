@@ -28,7 +28,7 @@ class SchedulerTiny : public ::testing::Test {
     std::vector<tokenizer::testing::TinyPiece> pieces;
     auto v = tokenizer::testing::make_tiny_vocab(pieces);
     for (int i = (int)v.tokens.size(); i < kVocab; ++i) {
-      v.tokens.push_back("w" + std::to_string(i));
+      v.tokens.push_back(std::string("w").append(std::to_string(i)));  // (GCC 12 -Wrestrict false positive on "w" + s)
       v.scores.push_back(0);
       v.types.push_back((int32_t)tokenizer::TokenType::kNormal);
     }
