@@ -42,6 +42,11 @@ expect_bad "empty model file" generate -m "$tmp/empty.gguf" -p hi
 expect_bad "no prompt" generate -m "$tmp/garbage.gguf"
 expect_bad "draft threshold above 1" generate -m x.gguf -p hi --draft-kind ngram --draft-threshold 1.5
 expect_bad "negative draft tokens" generate -m x.gguf -p hi --draft-kind ngram --num-draft-tokens -1
+expect_bad "serve: port out of range" serve -m x.gguf --port 70000
+expect_bad "serve: zero slots" serve -m x.gguf --parallel 0
+expect_bad "serve: unknown flag" serve --bogus
+expect_bad "serve: --no-spec with a drafter" serve -m x.gguf --no-spec --draft-kind ngram
+expect_bad "serve: missing model file" serve -m "$tmp/none.gguf"
 
 if [ -n "$model" ] && [ -f "$model" ]; then
   head -c 5000000 "$model" >"$tmp/truncated.gguf"
@@ -73,6 +78,9 @@ PY
   expect_bad "unknown draft kind" generate -m "$model" -p hi --draft-kind eagle --draft-model "$model"
   expect_bad "draft model that is not a Gemma 3 GGUF" generate -m "$model" -p hi --draft-kind draft-model \
     --draft-model "$tmp/llama.gguf"
+  expect_bad "serve: context above the model's" serve -m "$model" --ctx 100000
+  expect_bad "serve: drafter dir missing" serve -m "$model" --draft-model "$tmp/no-drafter"
+  expect_bad "serve: unknown draft kind" serve -m "$model" --draft-kind eagle --draft-model "$model"
 else
   echo "skip model cases: no model path given"
 fi
