@@ -71,7 +71,7 @@ void Metrics::record_job(const JobSummary& j) {
   prompt_tokens_ += j.prompt_tokens;
   completion_tokens_ += j.completion_tokens;
   cached_tokens_ += j.cached_tokens;
-  if (j.cached_tokens > 0) ++cache_hits_;
+  if (j.cached_tokens > 1) ++cache_hits_;  // more than the BOS every prompt shares
   if (j.spec) {
     ++spec_jobs_;
     spec_.merge(*j.spec);
@@ -98,7 +98,7 @@ std::string Metrics::prometheus(const json& g) const {
   sample(o, "dspark_prompt_tokens_total", (double)prompt_tokens_);
   header(o, "dspark_completion_tokens_total", "counter", "Generated tokens.");
   sample(o, "dspark_completion_tokens_total", (double)completion_tokens_);
-  header(o, "dspark_prompt_cache_hits_total", "counter", "Generations that reused a cached KV prefix.");
+  header(o, "dspark_prompt_cache_hits_total", "counter", "Generations that reused a cached KV prefix longer than the BOS.");
   sample(o, "dspark_prompt_cache_hits_total", (double)cache_hits_);
   header(o, "dspark_prompt_cache_reused_tokens_total", "counter", "Prompt tokens whose KV came from the cache.");
   sample(o, "dspark_prompt_cache_reused_tokens_total", (double)cached_tokens_);

@@ -31,7 +31,7 @@ class Histogram {
 
 // What a finished generation contributes.
 struct JobSummary {
-  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // a hit: cached_tokens > 1 (beyond the BOS)
   const spec::SpecStats* spec = nullptr;  // when a drafter ran
   bool cancelled = false, failed = false;
   double queue_s = 0, ttft_s = 0, total_s = 0;
