@@ -177,6 +177,7 @@ void HttpServer::routes() {
                     {"uptime_s", (int64_t)std::time(nullptr) - started_},
                     {"totals", totals},
                     {"queue", {{"waiting", st["queue"]}, {"max", st["max_queue"]}}},
+                    {"batching", st["batching"]},
                     {"slots", st["slot_state"]}});
   });
 

@@ -34,6 +34,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Gemma3Model& m
     }
     s->slots_.push_back(std::move(slot));
   }
+  if (cfg.batch_rounds && cfg.n_slots > 1)
+    s->scratch_ = std::make_unique<model::ForwardScratch>(model.config(), cfg.n_slots * cfg.max_window, cfg.n_ctx, pool);
   s->thread_ = std::thread([p = s.get()] { p->loop(); });
   return s;
 }
@@ -98,6 +100,7 @@ nlohmann::json Scheduler::state() const {
           {"slots_busy", busy_},
           {"slot_state", slots},
           {"stopping", stopping_},
+          {"batching", {{"enabled", (bool)scratch_}, {"forwards", batched_forwards_}, {"rounds", batched_rounds_}}},
           {"cache", {{"entries", entries}, {"tokens", tokens}, {"bytes", bytes}, {"budget_bytes", cfg_.cache_bytes}}}};
 }
 
@@ -114,7 +117,7 @@ void Scheduler::loop() {
     for (auto& s : slots_)
       if (s->job) active.push_back(s.get());
     lk.unlock();
-    for (Slot* s : active) step(*s);
+    run_steps(active);
     lk.lock();
   }
 }
@@ -178,6 +181,52 @@ void Scheduler::step(Slot& s) {
   Status st = s.stepper->step();
   if (!st) finish(s, st, false);
   else if (s.stepper->done()) finish(s, Status::ok(), false);
+}
+
+void Scheduler::run_steps(const std::vector<Slot*>& active) {
+  std::vector<Slot*> batch;
+  for (Slot* s : active) {
+    const bool batchable = scratch_ && s->stepper && !s->job->cancel && s->stepper->in_round() &&
+                           s->history.tap_ids == active.front()->history.tap_ids;
+    if (batchable) batch.push_back(s);
+    else step(*s);
+  }
+  if (batch.size() == 1) step(*batch.front());
+  if (batch.size() > 1) batched_rounds(batch);
+}
+
+void Scheduler::batched_rounds(std::vector<Slot*>& batch) {
+  std::vector<model::SeqInput> seqs;
+  std::vector<Slot*> planned;
+  for (Slot* s : batch) {
+    auto window = s->stepper->plan_round();
+    if (!window) {
+      finish(*s, window.status(), false);
+      continue;
+    }
+    seqs.push_back({s->session.get(), *window});
+    planned.push_back(s);
+  }
+  if (planned.empty()) return;
+  const auto t0 = Clock::now();
+  Status st = model_.forward_multi(seqs, planned.front()->stepper->round_options(), *scratch_);
+  const double ms = ms_between(t0, Clock::now());
+  {
+    std::lock_guard lk(mu_);
+    ++batched_forwards_;
+    batched_rounds_ += (int64_t)planned.size();
+  }
+  for (Slot* s : planned) {
+    if (!st) {  // the forward failed: every sequence in it is abandoned
+      s->session->kv().clear();
+      s->history.clear();
+      finish(*s, st, false);
+      continue;
+    }
+    Status r = s->stepper->finish_round(ms);
+    if (!r) finish(*s, r, false);
+    else if (s->stepper->done()) finish(*s, Status::ok(), false);
+  }
 }
 
 void Scheduler::finish(Slot& s, Status error, bool cancelled) {

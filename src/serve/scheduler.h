@@ -5,7 +5,9 @@
 // prefill chunk or one speculative round, so concurrent requests interleave at decode-step
 // granularity over one thread pool, a long prompt does not stall the others for its whole
 // prefill, and a cancelled request (client gone, shutdown) leaves its slot before its next step.
-// Every slot speculates on its own: a drafter never serializes other requests behind it.
+// Every slot speculates on its own: a drafter never serializes other requests behind it. Slots
+// that are all in their decode rounds are verified together in one Gemma3Model::forward_multi
+// (weights read once for all of them; bitwise the same logits as separate forwards).
 //
 // Prompt cache: a finished slot keeps its KV and history. A new request goes to the idle slot
 // whose history shares the longest token prefix with its prompt (least recently used on ties),
@@ -43,6 +45,8 @@ struct SchedulerConfig {
   int64_t max_batch = 512;            // largest forward chunk
   int64_t prefill_chunk = 256;        // prompt tokens per scheduler step
   size_t cache_bytes = 1ull << 30;    // prompt-cache budget; 0 disables the cache
+  bool batch_rounds = true;           // verify concurrent rounds in one forward_multi
+  int64_t max_window = 65;            // largest verify window (1 + the largest gamma a request may ask)
 };
 
 class Scheduler {
@@ -60,7 +64,8 @@ class Scheduler {
   // and joins the thread. Idempotent.
   void shutdown(std::chrono::milliseconds grace);
 
-  // {"queue", "max_queue", "slots", "slots_busy", "slot_state": [...], "cache": {...}}
+  // {"queue", "max_queue", "slots", "slots_busy", "slot_state": [...], "cache": {...},
+  //  "batching": {"enabled", "forwards", "rounds"}}
   nlohmann::json state() const;
   bool has_drafter() const { return (bool)drafters_; }
 
@@ -83,6 +88,8 @@ class Scheduler {
   void assign_locked();                  // queued jobs -> idle slots
   bool start_job(Slot& s);               // creates the stepper; false if the job failed at once
   void step(Slot& s);
+  void run_steps(const std::vector<Slot*>& active);   // one step for every busy slot
+  void batched_rounds(std::vector<Slot*>& batch);     // their rounds through one forward_multi
   void finish(Slot& s, Status error, bool cancelled);
   void enforce_budget_locked(Slot* keep);
   size_t kv_bytes_per_token() const;
@@ -98,7 +105,10 @@ class Scheduler {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<model::ForwardScratch> scratch_;   // batched rounds (scheduler thread only)
   int busy_ = 0;
+  int64_t batched_forwards_ = 0;   // forward_multi calls (each verified 2+ rounds)
+  int64_t batched_rounds_ = 0;     // rounds verified in them
   uint64_t clock_ = 0;
   bool stopping_ = false;
   bool cancel_all_ = false;

@@ -101,15 +101,31 @@ TapRows SpecStepper::history_taps(int64_t row0, int64_t n) const {
   return r;
 }
 
-Status SpecStepper::step() {
-  if (done_) return Status::ok();
-  Status st = begun_ ? round() : prefill_step();
+Status SpecStepper::abandon(Status st) {
   if (!st) {
     session_.kv().clear();
     hist_->clear();
     done_ = true;
   }
   return st;
+}
+
+Status SpecStepper::step() {
+  if (done_) return Status::ok();
+  return abandon(begun_ ? round() : prefill_step());
+}
+
+Result<std::span<const int32_t>> SpecStepper::plan_round() {
+  if (!in_round()) return Status::error("plan_round: the stepper is not between rounds");
+  if (Status st = abandon(draft_phase()); !st) return st;
+  return std::span<const int32_t>(window_);
+}
+
+Status SpecStepper::finish_round(double verify_ms) {
+  if (!in_round()) return Status::error("finish_round: the stepper is not in a round");
+  ++res_.stats.target_calls;
+  res_.stats.verify_ms += verify_ms;
+  return abandon(accept_phase());
 }
 
 Status SpecStepper::prefill_step() {
@@ -176,13 +192,19 @@ void SpecStepper::finish_text() {
 }
 
 Status SpecStepper::round() {
-  const generate::GenerateParams& gp = params_.gen;
-  SpecStats& st = res_.stats;
-  const int64_t n_ctx = session_.kv().n_ctx(), n_vocab = model_.config().n_vocab, n_embd = model_.config().n_embd;
-  const bool greedy = gp.sampler.temperature <= 0.0f;
+  DSPARK_RETURN_IF_ERROR(draft_phase());
+  const auto t0 = Clock::now();
+  DSPARK_RETURN_IF_ERROR(model_.forward(session_, window_, round_options()));
+  ++res_.stats.target_calls;
+  res_.stats.verify_ms += ms_since(t0);
+  return accept_phase();
+}
 
+Status SpecStepper::draft_phase() {
+  const generate::GenerateParams& gp = params_.gen;
+  const int64_t n_ctx = session_.kv().n_ctx();
   // 1. Draft: never more than the tokens still allowed (the round also yields one target token).
-  auto t0 = Clock::now();
+  const auto t0 = Clock::now();
   draft_.clear();
   if (drafter_) {
     const int remaining = gp.max_tokens - (int)res_.out.tokens.size();
@@ -191,19 +213,22 @@ Status SpecStepper::round() {
     DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler.temperature, &sampler_.rng()}, &draft_));
     if ((int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
   }
-  const int d = (int)draft_.tokens.size();
-  st.draft_ms += ms_since(t0);
-
-  // 2. One target forward over [pending, drafts...] with all-position logits and taps.
-  t0 = Clock::now();
+  res_.stats.draft_ms += ms_since(t0);
+  // 2. The verify window [pending, drafts...]: one target forward with all-position logits and taps.
   window_.assign(1, pending_);
   window_.insert(window_.end(), draft_.tokens.begin(), draft_.tokens.end());
-  DSPARK_RETURN_IF_ERROR(model_.forward(session_, window_, {model::LogitsMode::kAll, hist_->tap_ids}));
-  ++st.target_calls;
-  st.verify_ms += ms_since(t0);
+  return Status::ok();
+}
+
+Status SpecStepper::accept_phase() {
+  const generate::GenerateParams& gp = params_.gen;
+  SpecStats& st = res_.stats;
+  const int64_t n_vocab = model_.config().n_vocab, n_embd = model_.config().n_embd;
+  const bool greedy = gp.sampler.temperature <= 0.0f;
+  const int d = (int)draft_.tokens.size();
 
   // 3. Accept.
-  t0 = Clock::now();
+  auto t0 = Clock::now();
   Acceptance acc;
   if (greedy) {
     argmax_rows_.resize(d + 1);

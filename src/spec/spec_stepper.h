@@ -64,6 +64,15 @@ class SpecStepper {
   bool done() const { return done_; }
   bool prefilling() const { return !begun_; }
 
+  // The same round split in two, so a caller can verify several sequences in one
+  // Gemma3Model::forward_multi: plan_round() drafts and returns the verify window, the caller runs
+  // the target over it on this stepper's session with round_options(), finish_round() accepts,
+  // rolls back and commits. Only while in_round(). Errors abandon the sequence as step() does.
+  bool in_round() const { return begun_ && !done_; }
+  Result<std::span<const int32_t>> plan_round();
+  model::ForwardOptions round_options() const { return {model::LogitsMode::kAll, hist_->tap_ids}; }
+  Status finish_round(double verify_ms);
+
   int64_t reused_tokens() const { return reused_; }   // prompt tokens whose KV was kept
   const SpecResult& result() const { return res_; }
   SpecResult take_result() { return std::move(res_); }
@@ -74,6 +83,9 @@ class SpecStepper {
               generate::TextCallback on_text, const StepperOptions& opt);
   Status prefill_step();
   Status round();
+  Status draft_phase();
+  Status accept_phase();
+  Status abandon(Status st);  // clears the session and history on error
   bool emit(int32_t id);        // true when generation must stop
   void finish_text();
   void record(std::span<const int32_t> tokens);  // appends tokens + the last forward's first tap rows to history

@@ -59,7 +59,7 @@ int verb_serve(int argc, char** argv) {
   int64_t n_draft = -1, max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
   int64_t drain_s = 10, http_threads = 0;
   double draft_threshold = 0.0;
-  bool no_spec = false, verbose = false;
+  bool no_spec = false, verbose = false, no_batch = false;
   Args args("dspark serve [--model M] [--draft-model D | --draft-kind K | --no-spec] [--host H] [--port P]\n"
             "       [--api-key KEY] [--parallel N] [--ctx N] [--max-queue Q]",
             "Serve the model over an OpenAI-compatible HTTP API: POST /v1/chat/completions and\n"
@@ -89,6 +89,7 @@ int verb_serve(int argc, char** argv) {
   args.add("--prefill-chunk", &prefill_chunk, "prompt tokens per scheduling step (fairness between slots)", 1, 1 << 20);
   args.add("--drain-timeout", &drain_s, "seconds SIGTERM waits for running requests before cancelling them", 0, 3600);
   args.add("--http-threads", &http_threads, "connection threads (default: parallel + max-queue + 4)", 0, 4096);
+  args.add_flag("--no-batch", &no_batch, "verify each slot's round in its own forward (default: one forward_multi)");
   args.add_flag("--verbose,-v", &verbose, "log one line per HTTP request");
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark serve: %s\n", st.message().c_str());
@@ -172,7 +173,8 @@ int verb_serve(int argc, char** argv) {
                                     .n_ctx = n_ctx,
                                     .max_batch = 512,
                                     .prefill_chunk = prefill_chunk,
-                                    .cache_bytes = (size_t)cache_mib << 20};
+                                    .cache_bytes = (size_t)cache_mib << 20,
+                                    .batch_rounds = !no_batch};
   auto sched = serve::Scheduler::create(*lm->model, *lm->tok, scfg, factory, &pool, &metrics);
   if (!sched) { std::fprintf(stderr, "dspark serve: %s\n", sched.message().c_str()); return kExitBadInput; }
 

@@ -44,11 +44,11 @@ class SchedulerTiny : public ::testing::Test {
     return std::move(generate::generate(*model_, s, *tok_, prompt, gp, {})).value().tokens;
   }
 
-  std::unique_ptr<Scheduler> make(int slots, int queue, bool drafter, size_t cache_bytes = 1 << 30) {
+  std::unique_ptr<Scheduler> make(int slots, int queue, bool drafter, size_t cache_bytes = 1 << 30, bool batch = true) {
     DrafterFactory f;
     if (drafter) f = []() -> Result<std::unique_ptr<spec::Drafter>> { return std::unique_ptr<spec::Drafter>(std::make_unique<spec::NgramDrafter>()); };
     SchedulerConfig cfg{.n_slots = slots, .max_queue = queue, .n_ctx = 128, .max_batch = 16, .prefill_chunk = 5,
-                        .cache_bytes = cache_bytes};
+                        .cache_bytes = cache_bytes, .batch_rounds = batch};
     return std::move(Scheduler::create(*model_, *tok_, cfg, f, &pool_, &metrics_)).value();
   }
 
@@ -82,22 +82,29 @@ std::vector<int32_t> prompt_of(int n, int seed) {
 }
 
 TEST_F(SchedulerTiny, ConcurrentSlotsMatchSerial) {
-  auto s = make(3, 8, true);
-  std::vector<std::shared_ptr<Job>> jobs;
-  for (int i = 0; i < 6; ++i) {
-    jobs.push_back(job(prompt_of(7 + i * 3, i), 12, i % 2 == 0));
-    ASSERT_EQ(s->submit(jobs.back()), Scheduler::Submit::kQueued);
+  for (bool batch : {true, false}) {
+    auto s = make(3, 8, true, 1 << 30, batch);
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (int i = 0; i < 6; ++i) {
+      jobs.push_back(job(prompt_of(7 + i * 3, i), 12, i % 2 == 0));
+      ASSERT_EQ(s->submit(jobs.back()), Scheduler::Submit::kQueued);
+    }
+    for (int i = 0; i < 6; ++i) {
+      wait(*jobs[i]);
+      EXPECT_TRUE(jobs[i]->error.is_ok()) << jobs[i]->error.message();
+      EXPECT_FALSE(jobs[i]->cancelled);
+      EXPECT_EQ(jobs[i]->result.out.tokens, serial(jobs[i]->prompt, 12)) << "job " << i << " batch " << batch;
+      EXPECT_EQ(jobs[i]->spec_ran, i % 2 == 0);
+    }
+    const auto st = s->state();
+    EXPECT_EQ(st["slots_busy"], 0);
+    EXPECT_EQ(st["queue"], 0);
+    if (batch) {
+      EXPECT_GT(st["batching"]["forwards"].get<int64_t>(), 0);  // rounds of several slots went through forward_multi
+    } else {
+      EXPECT_EQ(st["batching"]["forwards"], 0);
+    }
   }
-  for (int i = 0; i < 6; ++i) {
-    wait(*jobs[i]);
-    EXPECT_TRUE(jobs[i]->error.is_ok()) << jobs[i]->error.message();
-    EXPECT_FALSE(jobs[i]->cancelled);
-    EXPECT_EQ(jobs[i]->result.out.tokens, serial(jobs[i]->prompt, 12)) << "job " << i;
-    EXPECT_EQ(jobs[i]->spec_ran, i % 2 == 0);
-  }
-  const auto st = s->state();
-  EXPECT_EQ(st["slots_busy"], 0);
-  EXPECT_EQ(st["queue"], 0);
 }
 
 TEST_F(SchedulerTiny, NextTurnReusesThePreviousOne) {
