@@ -25,6 +25,8 @@ class KvCache {
   int64_t max_batch() const { return max_batch_; }
   int64_t length() const { return length_; }   // positions committed so far
   int64_t kv_dim() const { return kv_dim_; }
+  int64_t n_layer() const { return (int64_t)layers_.size(); }
+  int64_t capacity(int64_t il) const { return layers_[il].capacity; }  // slots of layer il (ring size if sliding)
   size_t bytes() const;
 
   // Row of layer il at absolute position pos: [kv_dim] f16.
@@ -65,6 +67,12 @@ class KvCache {
   // to the high-water mark (rolled-back drafts included) overwrote position q once q + capacity
   // was written, and a query at L reads keys [L - window + 1, L). Going back to 0 is always safe.
   int64_t min_restorable_length() const;
+  // High-water mark of written positions since clear(); raise_high_water() only raises it (a restored
+  // copy of a cache declares which of its oldest ring rows were already overwritten).
+  int64_t high_water() const { return written_; }
+  void raise_high_water(int64_t w) {
+    if (w > written_) written_ = w;
+  }
 
  private:
   struct Layer {

@@ -167,10 +167,8 @@ void HttpServer::routes() {
            {"threshold", drafter_.threshold}};
     json st = scheduler_.state();
     json totals = metrics_.totals();
-    totals["prompt_cache"]["entries"] = st["cache"]["entries"];
-    totals["prompt_cache"]["tokens"] = st["cache"]["tokens"];
-    totals["prompt_cache"]["bytes"] = st["cache"]["bytes"];
-    totals["prompt_cache"]["budget_bytes"] = st["cache"]["budget_bytes"];
+    for (const char* k : {"entries", "bytes", "budget_bytes", "restores", "slot_tokens", "slot_bytes"})
+      totals["prompt_cache"][k] = st["cache"][k];
     send_json(res, {{"model", model_.id},
                     {"n_ctx", model_.n_ctx},
                     {"drafter", d},

@@ -131,12 +131,14 @@ std::string Metrics::prometheus(const json& g) const {
   o += "dspark_slots{state=\"busy\"} " + num(busy) + "\n";
   o += "dspark_slots{state=\"idle\"} " + num(total - busy) + "\n";
   const json cache = g.value("cache", json::object());
-  header(o, "dspark_prompt_cache_entries", "gauge", "Cached sequences (one per slot at most).");
+  header(o, "dspark_prompt_cache_entries", "gauge", "Sequence snapshots in the host-side prompt cache.");
   sample(o, "dspark_prompt_cache_entries", cache.value("entries", 0.0));
-  header(o, "dspark_prompt_cache_tokens", "gauge", "Tokens held by the prompt cache.");
-  sample(o, "dspark_prompt_cache_tokens", cache.value("tokens", 0.0));
-  header(o, "dspark_prompt_cache_bytes", "gauge", "Bytes of KV (and drafter tap rows) the cached sequences hold.");
+  header(o, "dspark_prompt_cache_bytes", "gauge", "Bytes of KV and drafter tap rows the snapshots hold.");
   sample(o, "dspark_prompt_cache_bytes", cache.value("bytes", 0.0));
+  header(o, "dspark_prompt_cache_restores_total", "counter", "Snapshots restored into a slot.");
+  sample(o, "dspark_prompt_cache_restores_total", cache.value("restores", 0.0));
+  header(o, "dspark_prompt_cache_slot_tokens", "gauge", "Tokens the idle slots keep in place for reuse.");
+  sample(o, "dspark_prompt_cache_slot_tokens", cache.value("slot_tokens", 0.0));
   return o;
 }
 

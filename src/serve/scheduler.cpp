@@ -13,7 +13,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 Scheduler::Scheduler(const model::Gemma3Model& model, const tokenizer::SpmTokenizer& tok, const SchedulerConfig& cfg,
                      DrafterFactory drafters, ThreadPool* pool, Metrics* metrics)
-    : model_(model), tok_(tok), cfg_(cfg), drafters_(std::move(drafters)), pool_(pool), metrics_(metrics) {}
+    : model_(model), tok_(tok), cfg_(cfg), drafters_(std::move(drafters)), pool_(pool), metrics_(metrics),
+      cache_(cfg.cache_bytes) {}
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Gemma3Model& model,
                                                      const tokenizer::SpmTokenizer& tok, const SchedulerConfig& cfg,
@@ -83,16 +84,10 @@ size_t Scheduler::kv_bytes_per_token() const {
 nlohmann::json Scheduler::state() const {
   std::lock_guard lk(mu_);
   nlohmann::json slots = nlohmann::json::array();
-  int64_t entries = 0, tokens = 0;
-  size_t bytes = 0;
+  int64_t slot_tokens = 0;
   for (const auto& s : slots_) {
     slots.push_back({{"id", s->id}, {"state", s->job ? "busy" : "idle"}, {"cached_tokens", s->cached_tokens}});
-    if (s->cached_tokens > 0) {
-      ++entries;
-      tokens += s->cached_tokens;
-    }
-    bytes += (size_t)s->cached_tokens * kv_bytes_per_token() + (size_t)s->cached_tokens * s->history.tap_ids.size() *
-                                                                      (size_t)model_.config().n_embd * sizeof(float);
+    slot_tokens += s->cached_tokens;
   }
   return {{"queue", queue_.size()},
           {"max_queue", cfg_.max_queue},
@@ -101,7 +96,13 @@ nlohmann::json Scheduler::state() const {
           {"slot_state", slots},
           {"stopping", stopping_},
           {"batching", {{"enabled", (bool)scratch_}, {"forwards", batched_forwards_}, {"rounds", batched_rounds_}}},
-          {"cache", {{"entries", entries}, {"tokens", tokens}, {"bytes", bytes}, {"budget_bytes", cfg_.cache_bytes}}}};
+          {"cache",
+           {{"entries", cache_.entries()},
+            {"bytes", cache_.bytes()},
+            {"budget_bytes", cfg_.cache_bytes},
+            {"restores", restores_},
+            {"slot_tokens", slot_tokens},
+            {"slot_bytes", (size_t)slot_tokens * kv_bytes_per_token()}}}};
 }
 
 void Scheduler::loop() {
@@ -157,6 +158,17 @@ bool Scheduler::start_job(Slot& s) {
     }
     jp->push_text(t);
   };
+  // A snapshot sharing a longer prefix than what the slot holds is restored into it first.
+  if (cfg_.cache_bytes > 0 && !job.prompt.empty()) {
+    const std::span<const int32_t> head(job.prompt.data(), job.prompt.size() - 1);
+    int64_t own = spec::common_prefix(s.history.tokens, head);
+    if (own > 0 && own < s.session->kv().min_restorable_length()) own = 0;
+    const auto [idx, len] = cache_.best(head);
+    if (idx >= 0 && len > own && cache_.restore(idx, s.session->kv(), &s.history)) {
+      std::lock_guard lk(mu_);
+      ++restores_;
+    }
+  }
   spec::Drafter* drafter = job.use_drafter ? s.drafter.get() : nullptr;
   const spec::StepperOptions opt{.prefill_chunk = cfg_.prefill_chunk, .reuse_prefix = cfg_.cache_bytes > 0};
   auto st = spec::SpecStepper::create(model_, *s.session, tok_, job.prompt, job.params, drafter, &s.history,
@@ -250,6 +262,7 @@ void Scheduler::finish(Slot& s, Status error, bool cancelled) {
                  .ttft_s = job->ttft_ms / 1e3,
                  .total_s = ms_between(job->t_submit, now) / 1e3};
   if (metrics_) metrics_->record_job(sum);
+  if (cfg_.cache_bytes > 0 && error.is_ok()) cache_.save(s.session->kv(), s.history);
   {
     std::lock_guard jl(job->mu);
     job->result = std::move(res);
@@ -271,27 +284,7 @@ void Scheduler::finish(Slot& s, Status error, bool cancelled) {
     s.session->kv().clear();
   }
   s.cached_tokens = (int64_t)s.history.tokens.size();
-  enforce_budget_locked(&s);
   cv_.notify_all();
-}
-
-void Scheduler::enforce_budget_locked(Slot* keep) {
-  auto bytes_of = [&](const Slot& s) { return s.history.tokens.size() * kv_bytes_per_token() + s.history.tap_bytes(); };
-  for (;;) {
-    size_t total = 0;
-    Slot* victim = nullptr;
-    for (auto& s : slots_) {
-      if (s->job || s->history.tokens.empty()) continue;
-      total += bytes_of(*s);
-      if (s.get() != keep && (!victim || s->last_used < victim->last_used)) victim = s.get();
-    }
-    if (total <= cfg_.cache_bytes) return;
-    if (!victim) victim = keep;
-    if (!victim || victim->history.tokens.empty()) return;
-    victim->history.clear();
-    victim->session->kv().clear();
-    victim->cached_tokens = 0;
-  }
 }
 
 }  // namespace dspark::serve

@@ -9,10 +9,11 @@
 // that are all in their decode rounds are verified together in one Gemma3Model::forward_multi
 // (weights read once for all of them; bitwise the same logits as separate forwards).
 //
-// Prompt cache: a finished slot keeps its KV and history. A new request goes to the idle slot
-// whose history shares the longest token prefix with its prompt (least recently used on ties),
-// so a conversation's next turn prefills only its new tokens. Cached sequences beyond the byte
-// budget are dropped least recently used first.
+// Prompt cache: a finished slot keeps its KV and history in place, and a snapshot goes to the
+// host-side PromptCache (LRU within the byte budget). A new request goes to the idle slot whose
+// history shares the longest token prefix with its prompt (least recently used on ties); if a
+// snapshot shares a longer one, it is restored into that slot first. Either way a
+// conversation's next turn prefills only its new tokens.
 //
 // Thread safety: submit(), state() and shutdown() may be called from any thread.
 #pragma once
@@ -30,6 +31,7 @@
 #include "model/gemma3.h"
 #include "serve/job.h"
 #include "serve/metrics.h"
+#include "serve/prompt_cache.h"
 #include "spec/spec_stepper.h"
 #include "tokenizer/spm.h"
 
@@ -44,7 +46,7 @@ struct SchedulerConfig {
   int64_t n_ctx = 4096;
   int64_t max_batch = 512;            // largest forward chunk
   int64_t prefill_chunk = 256;        // prompt tokens per scheduler step
-  size_t cache_bytes = 1ull << 30;    // prompt-cache budget; 0 disables the cache
+  size_t cache_bytes = 1ull << 30;    // snapshot budget of the prompt cache; 0 disables all reuse
   bool batch_rounds = true;           // verify concurrent rounds in one forward_multi
   int64_t max_window = 65;            // largest verify window (1 + the largest gamma a request may ask)
 };
@@ -91,7 +93,6 @@ class Scheduler {
   void run_steps(const std::vector<Slot*>& active);   // one step for every busy slot
   void batched_rounds(std::vector<Slot*>& batch);     // their rounds through one forward_multi
   void finish(Slot& s, Status error, bool cancelled);
-  void enforce_budget_locked(Slot* keep);
   size_t kv_bytes_per_token() const;
 
   const model::Gemma3Model& model_;
@@ -107,6 +108,8 @@ class Scheduler {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::unique_ptr<model::ForwardScratch> scratch_;   // batched rounds (scheduler thread only)
   int busy_ = 0;
+  PromptCache cache_;
+  int64_t restores_ = 0;           // snapshots restored into a slot
   int64_t batched_forwards_ = 0;   // forward_multi calls (each verified 2+ rounds)
   int64_t batched_rounds_ = 0;     // rounds verified in them
   uint64_t clock_ = 0;

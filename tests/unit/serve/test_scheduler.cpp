@@ -36,8 +36,10 @@ class SchedulerTiny : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove(path_); }
 
+  // The reference runs on its own pool: a ThreadPool serves one calling thread at a time, and the
+  // scheduler thread may still be using pool_.
   std::vector<int32_t> serial(const std::vector<int32_t>& prompt, int n) {
-    model::Session s(*model_, {.n_ctx = 128, .max_batch = 16}, &pool_);
+    model::Session s(*model_, {.n_ctx = 128, .max_batch = 16}, &serial_pool_);
     generate::GenerateParams gp;
     gp.max_tokens = n;
     gp.ignore_eos = true;
@@ -72,6 +74,7 @@ class SchedulerTiny : public ::testing::Test {
   std::unique_ptr<model::Gemma3Model> model_;
   std::unique_ptr<tokenizer::SpmTokenizer> tok_;
   ThreadPool pool_{2};
+  ThreadPool serial_pool_{1};
   Metrics metrics_;
 };
 
@@ -126,19 +129,75 @@ TEST_F(SchedulerTiny, NextTurnReusesThePreviousOne) {
   EXPECT_EQ(metrics_.totals()["prompt_cache"]["hits"], 1);  // j1 found an empty cache
 }
 
-TEST_F(SchedulerTiny, CacheOffOrOverBudgetReusesNothing) {
-  for (size_t budget : {(size_t)0, (size_t)1}) {
-    auto s = make(1, 4, false, budget);
-    auto p = prompt_of(12, 2);
-    auto j1 = job(p, 4, false), j2 = job(p, 4, false);
-    s->submit(j1);
-    wait(*j1);
-    s->submit(j2);
-    wait(*j2);
-    EXPECT_EQ(j2->cached_tokens, 0) << "budget " << budget;
-    EXPECT_EQ(j2->result.out.tokens, j1->result.out.tokens);
-    EXPECT_EQ(s->state()["cache"]["entries"], 0);
+TEST_F(SchedulerTiny, CacheOffReusesNothing) {
+  auto s = make(1, 4, false, 0);
+  auto p = prompt_of(12, 2);
+  auto j1 = job(p, 4, false), j2 = job(p, 4, false);
+  s->submit(j1);
+  wait(*j1);
+  s->submit(j2);
+  wait(*j2);
+  EXPECT_EQ(j2->cached_tokens, 0);
+  EXPECT_EQ(j2->result.out.tokens, j1->result.out.tokens);
+  EXPECT_EQ(s->state()["cache"]["entries"], 0);
+  EXPECT_EQ(s->state()["cache"]["slot_tokens"], 0);
+}
+
+TEST_F(SchedulerTiny, SnapshotsServeMoreConversationsThanSlots) {
+  // One slot, two conversations taking turns: each next turn is restored from the host-side
+  // cache (the slot itself holds the other conversation by then) and stays exact.
+  for (bool drafter : {false, true}) {
+    auto s = make(1, 4, drafter);
+    std::vector<int32_t> conv[2] = {prompt_of(14, 3), prompt_of(15, 4)};
+    for (int turn = 0; turn < 3; ++turn)
+      for (int c = 0; c < 2; ++c) {
+        auto j = job(conv[c], 6, drafter);
+        s->submit(j);
+        wait(*j);
+        ASSERT_TRUE(j->error.is_ok()) << j->error.message();
+        EXPECT_EQ(j->result.out.tokens, serial(conv[c], 6)) << "turn " << turn << " conv " << c;
+        if (turn > 0) {
+          EXPECT_GE(j->cached_tokens, (int64_t)conv[c].size() - 3) << "turn " << turn << " conv " << c;
+        }
+        conv[c].insert(conv[c].end(), j->result.out.tokens.begin(), j->result.out.tokens.end());
+        conv[c].push_back(40 + turn);
+      }
+    const auto st = s->state();
+    EXPECT_EQ(st["cache"]["restores"], 4);
+    EXPECT_EQ(st["cache"]["entries"], 2);  // each conversation's latest turn supersedes its earlier ones
   }
+}
+
+TEST_F(SchedulerTiny, SnapshotBudgetEvictsLeastRecentlyUsed) {
+  model::Session s(*model_, {.n_ctx = 128, .max_batch = 16}, &pool_);
+  auto fill = [&](PromptCache& cache, const std::vector<int32_t>& p) {
+    spec::SeqHistory h;
+    spec::SpecParams sp;
+    sp.gen.max_tokens = 2;
+    sp.gen.ignore_eos = true;
+    auto st = spec::SpecStepper::create(*model_, s, *tok_, p, sp, nullptr, &h, {});
+    ASSERT_TRUE(st.is_ok());
+    while (!(*st)->done()) ASSERT_TRUE((*st)->step().is_ok());
+    cache.save(s.kv(), h);
+  };
+  // Tiny model: 6 layers (1 global, 5 sliding with rings of window 8 + max_batch 16), kv_dim 16, K and V
+  // f16 = 64 bytes per layer row. A 40-token prompt + 2 generated leaves 41 positions in the KV: the
+  // snapshot keeps 41 rows of the global layer, 24 of each sliding one, and the 41 token ids.
+  const size_t per_entry = (41 + 5 * 24) * 64 + 41 * sizeof(int32_t);
+  PromptCache big(1 << 20);
+  fill(big, prompt_of(40, 1));
+  fill(big, prompt_of(40, 2));
+  EXPECT_EQ(big.entries(), 2u);
+  EXPECT_EQ(big.bytes(), 2 * per_entry);
+  PromptCache small(big.bytes() / 2 + 100);  // room for one
+  fill(small, prompt_of(40, 3));
+  fill(small, prompt_of(40, 4));
+  EXPECT_EQ(small.entries(), 1u);
+  EXPECT_EQ(small.best(prompt_of(40, 4)).second, 40);  // the newest stays
+  EXPECT_EQ(small.best(prompt_of(40, 3)).second, 1);   // the older one went (only the BOS matches)
+  PromptCache none(10);                                 // smaller than any sequence: stores nothing
+  fill(none, prompt_of(40, 5));
+  EXPECT_EQ(none.entries(), 0u);
 }
 
 TEST_F(SchedulerTiny, QueueBoundAndCancellation) {
