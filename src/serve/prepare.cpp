@@ -6,6 +6,25 @@
 
 namespace dspark::serve {
 
+std::vector<int32_t> encode_chat(const tokenizer::SpmTokenizer& tok, const std::string& text,
+                                 const std::vector<std::pair<size_t, size_t>>& content_spans) {
+  std::vector<int32_t> ids;
+  if (tok.add_bos()) ids.push_back(tok.bos());
+  auto add = [&](size_t begin, size_t end, bool parse_special) {
+    if (end <= begin) return;
+    const auto part = tok.encode(std::string_view(text).substr(begin, end - begin), /*add_special=*/false, parse_special);
+    ids.insert(ids.end(), part.begin(), part.end());
+  };
+  size_t at = 0;
+  for (const auto& [begin, end] : content_spans) {
+    add(at, begin, /*parse_special=*/true);   // template text: <start_of_turn>user\n ...
+    add(begin, end, /*parse_special=*/false);  // what the client wrote
+    at = end;
+  }
+  add(at, text.size(), true);
+  return ids;
+}
+
 ApiResult<Prepared> prepare(const GenRequest& r, const tokenizer::SpmTokenizer& tok, const ServedModel& m,
                             uint64_t fallback_seed) {
   if (r.model != m.id && std::find(m.aliases.begin(), m.aliases.end(), r.model) == m.aliases.end())
@@ -13,9 +32,11 @@ ApiResult<Prepared> prepare(const GenRequest& r, const tokenizer::SpmTokenizer& 
                     "invalid_request_error", "model", "model_not_found"};
   Prepared p;
   if (r.endpoint == Endpoint::kChat) {
-    auto text = tokenizer::render_gemma3_chat(r.messages, /*add_generation_prompt=*/true, /*include_bos=*/false);
+    std::vector<std::pair<size_t, size_t>> spans;
+    auto text = tokenizer::render_gemma3_chat(r.messages, /*add_generation_prompt=*/true, /*include_bos=*/false,
+                                              &spans);
     if (!text) return bad_request(text.message(), "messages", "invalid_value");
-    p.prompt = tok.encode(*text, /*add_special=*/true, /*parse_special=*/true);
+    p.prompt = encode_chat(tok, *text, spans);
   } else if (!r.prompt_tokens.empty()) {
     for (size_t i = 0; i < r.prompt_tokens.size(); ++i)
       if (r.prompt_tokens[i] >= tok.n_vocab())

@@ -28,6 +28,12 @@ struct Prepared {
   bool use_drafter = false;
 };
 
+// The chat prompt's token ids: template text with control tokens parsed, message contents without
+// (a user typing "<start_of_turn>" gets text, not a turn marker); BOS first when the vocabulary
+// asks for it. `content_spans` as render_gemma3_chat gives them.
+std::vector<int32_t> encode_chat(const tokenizer::SpmTokenizer& tok, const std::string& text,
+                                 const std::vector<std::pair<size_t, size_t>>& content_spans);
+
 // Errors: unknown model (404 model_not_found), template errors (400, param "messages"), token
 // ids out of range, prompt over the context (400 context_length_exceeded), speculation asked for
 // without a drafter. `fallback_seed` seeds requests that give none.
