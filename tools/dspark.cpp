@@ -19,6 +19,7 @@ constexpr Verb kVerbs[] = {
     {"generate", dspark::tools::verb_generate, "generate text from a prompt (streams, then prints speeds)"},
     {"bench", dspark::tools::verb_bench, "prefill/decode speed (median of repeats) and the verify-cost curve"},
     {"ab", dspark::tools::verb_ab, "acceptance A/B of drafter configs: paired bootstrap CIs and a pass/fail verdict"},
+    {"serve", dspark::tools::verb_serve, "OpenAI-compatible HTTP server with speculative decoding and a chat page"},
     {"inspect", dspark::tools::verb_inspect, "print a GGUF file's metadata and tensor table"},
     {"regen", dspark::tools::verb_regen, "target answers training prompts -> shards for drafter training"},
     {"train-drafter", dspark::tools::verb_train_drafter, "train a DSpark drafter on regen shards"},

@@ -1,5 +1,7 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
+
 #include "core/status.h"
 
 namespace dspark::model {
@@ -26,6 +28,15 @@ size_t KvCache::bytes() const {
 void KvCache::trim(int64_t n) {
   DSPARK_CHECK(n >= 0 && n <= length_);
   length_ -= n;
+}
+
+int64_t KvCache::min_restorable_length() const {
+  int64_t lo = 0;
+  for (const Layer& l : layers_) {
+    if (!l.sliding || written_ <= l.capacity) continue;
+    lo = std::max(lo, written_ - l.capacity + window_ - 1);
+  }
+  return lo;
 }
 
 }  // namespace dspark::model

@@ -25,6 +25,8 @@ class KvCache {
   int64_t max_batch() const { return max_batch_; }
   int64_t length() const { return length_; }   // positions committed so far
   int64_t kv_dim() const { return kv_dim_; }
+  int64_t n_layer() const { return (int64_t)layers_.size(); }
+  int64_t capacity(int64_t il) const { return layers_[il].capacity; }  // slots of layer il (ring size if sliding)
   size_t bytes() const;
 
   // Row of layer il at absolute position pos: [kv_dim] f16.
@@ -51,11 +53,26 @@ class KvCache {
   }
 
   // Called by the forward after writing rows [length, length + n).
-  void advance(int64_t n) { length_ += n; }
+  void advance(int64_t n) {
+    length_ += n;
+    if (length_ > written_) written_ = length_;
+  }
   // Drops the last n positions (speculative rollback). n <= length.
   void trim(int64_t n);
   // Forgets everything.
-  void clear() { length_ = 0; }
+  void clear() { length_ = written_ = 0; }
+
+  // Smallest length L > 0 that trim() may go back to with every key a query at L can see still
+  // intact (prefix reuse across requests). Sliding layers are rings: rows written at positions up
+  // to the high-water mark (rolled-back drafts included) overwrote position q once q + capacity
+  // was written, and a query at L reads keys [L - window + 1, L). Going back to 0 is always safe.
+  int64_t min_restorable_length() const;
+  // High-water mark of written positions since clear(); raise_high_water() only raises it (a restored
+  // copy of a cache declares which of its oldest ring rows were already overwritten).
+  int64_t high_water() const { return written_; }
+  void raise_high_water(int64_t w) {
+    if (w > written_) written_ = w;
+  }
 
  private:
   struct Layer {
@@ -74,6 +91,7 @@ class KvCache {
   int64_t window_ = 0;
   int64_t kv_dim_ = 0;
   int64_t length_ = 0;
+  int64_t written_ = 0;   // high-water mark of positions written since clear()
   std::vector<Layer> layers_;
 };
 

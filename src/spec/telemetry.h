@@ -39,7 +39,11 @@ struct SpecStats {
   void merge(const SpecStats& o) {
     drafted += o.drafted; accepted += o.accepted; rounds += o.rounds; target_calls += o.target_calls;
     generated += o.generated;
-    if (drafted_by_pos.size() < o.drafted_by_pos.size()) resize((int)o.drafted_by_pos.size());
+    if (drafted_by_pos.size() < o.drafted_by_pos.size()) {  // grow, keeping the counts so far
+      drafted_by_pos.resize(o.drafted_by_pos.size(), 0);
+      accepted_by_pos.resize(o.accepted_by_pos.size(), 0);
+      accept_hist.resize(o.accept_hist.size(), 0);
+    }
     for (size_t i = 0; i < o.drafted_by_pos.size(); ++i) drafted_by_pos[i] += o.drafted_by_pos[i];
     for (size_t i = 0; i < o.accepted_by_pos.size(); ++i) accepted_by_pos[i] += o.accepted_by_pos[i];
     for (size_t i = 0; i < o.accept_hist.size(); ++i) accept_hist[i] += o.accept_hist[i];

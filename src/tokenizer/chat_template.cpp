@@ -77,7 +77,9 @@ std::string trim_python_whitespace(const std::string& str) {
 }
 
 Result<std::string> render_gemma3_chat(const std::vector<ChatMessage>& msgs,
-                                       bool add_generation_prompt, bool include_bos) {
+                                       bool add_generation_prompt, bool include_bos,
+                                       std::vector<std::pair<size_t, size_t>>* content_spans) {
+  if (content_spans) content_spans->clear();
   if (msgs.empty()) return Status::error("messages: empty conversation");
   size_t first = 0;
   std::string prefix;
@@ -103,8 +105,10 @@ Result<std::string> render_gemma3_chat(const std::vector<ChatMessage>& msgs,
     out += kStartOfTurn;
     out += want_user ? "user" : "model";
     out += '\n';
+    const size_t begin = out.size();
     if (i == first) out += prefix;
     out += trim_python_whitespace(m.content);
+    if (content_spans && out.size() > begin) content_spans->emplace_back(begin, out.size());
     out += kEndOfTurn;
     out += '\n';
   }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -30,8 +31,14 @@ struct ChatMessage {
 // Errors (a request error, HTTP 400): no messages, no message after the system message, a role
 // out of turn or unknown; they name the message index and role, e.g.
 // "messages[2]: role \"user\" out of order: expected \"assistant\" (roles must alternate ...)".
+// `content_spans` (optional) receives the [begin, end) byte ranges of the result that come from
+// message contents (a system message's text and its "\n\n" included), in order: a server encodes
+// those with parse_special = false and the rest with parse_special = true, so control-token texts
+// typed by a user stay text (the split falls on special-token boundaries, so benign contents
+// encode exactly as the whole string does).
 Result<std::string> render_gemma3_chat(const std::vector<ChatMessage>& msgs,
-                                       bool add_generation_prompt, bool include_bos);
+                                       bool add_generation_prompt, bool include_bos,
+                                       std::vector<std::pair<size_t, size_t>>* content_spans = nullptr);
 
 // Python str.strip() on UTF-8 text (invalid bytes are kept as they are).
 std::string trim_python_whitespace(const std::string& s);

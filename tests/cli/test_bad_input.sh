@@ -68,6 +68,11 @@ expect_bad "train-drafter: no --data" train-drafter --out "$tmp/t"
 expect_bad "train-drafter: malformed --taps" train-drafter --data "$tmp" --out "$tmp/t" --taps 1,,2
 expect_bad "generate: --no-spec with a drafter" generate -m x.gguf -p hi --no-spec --draft-kind ngram
 expect_bad "generate: unknown draft schedule" generate -m x.gguf -p hi --draft-schedule fastest
+expect_bad "serve: port out of range" serve -m x.gguf --port 70000
+expect_bad "serve: zero slots" serve -m x.gguf --parallel 0
+expect_bad "serve: unknown flag" serve --bogus
+expect_bad "serve: --no-spec with a drafter" serve -m x.gguf --no-spec --draft-kind ngram
+expect_bad "serve: missing model file" serve -m "$tmp/none.gguf"
 
 if [ -n "$model" ] && [ -f "$model" ]; then
   head -c 5000000 "$model" >"$tmp/truncated.gguf"
@@ -118,6 +123,9 @@ PY
   expect_bad "train-drafter: corrupt shard" train-drafter -m "$model" --data "$tmp/badshards" --out "$tmp/t"
   expect_bad "train-drafter: tap beyond the target's layers" train-drafter -m "$model" --data "$tmp/noshards" \
     --out "$tmp/t" --taps 1,17
+  expect_bad "serve: context above the model's" serve -m "$model" --ctx 100000
+  expect_bad "serve: drafter dir missing" serve -m "$model" --draft-model "$tmp/no-drafter"
+  expect_bad "serve: unknown draft kind" serve -m "$model" --draft-kind eagle --draft-model "$model"
 else
   echo "skip model cases: no model path given"
 fi

@@ -128,7 +128,9 @@ TEST_F(TinyModel, MultiSequenceForwardEqualsSeparateForwards) {
       alone.push_back(std::make_unique<model::Session>(*model_, opt, &pool_));
       batched.push_back(std::make_unique<model::Session>(*model_, opt, &pool_));
       for (auto* s : {alone.back().get(), batched.back().get()})
-        if (!history[i].empty()) ASSERT_TRUE(model_->forward(*s, history[i], {}).is_ok());
+        if (!history[i].empty()) {
+          ASSERT_TRUE(model_->forward(*s, history[i], {}).is_ok());
+        }
     }
     model::ForwardScratch scratch(model_->config(), 32, 64, &pool_);
     std::vector<model::SeqInput> seqs;

@@ -25,7 +25,7 @@ class SpecTiny : public ::testing::Test {
  protected:
   static std::string write(const testing::TinyGemma3& m, const char* tag) {
     const std::string p =
-        (std::filesystem::temp_directory_path() / ("spec_tiny_" + std::string(tag) + std::to_string(getpid()) + ".gguf")).string();
+        (std::filesystem::temp_directory_path() / (std::string("spec_tiny_").append(tag).append(std::to_string(getpid())).append(".gguf"))).string();
     EXPECT_TRUE(m.write(p).is_ok());
     return p;
   }
@@ -37,7 +37,7 @@ class SpecTiny : public ::testing::Test {
     std::vector<tokenizer::testing::TinyPiece> pieces;
     auto v = tokenizer::testing::make_tiny_vocab(pieces);
     for (int i = (int)v.tokens.size(); i < kVocab; ++i) {
-      v.tokens.push_back("w" + std::to_string(i));
+      v.tokens.push_back(std::string("w").append(std::to_string(i)));
       v.scores.push_back(0);
       v.types.push_back((int32_t)tokenizer::TokenType::kNormal);
     }
@@ -94,7 +94,7 @@ TEST_F(SpecTiny, DraftModelVocabularyMustMatch) {
   std::vector<tokenizer::testing::TinyPiece> pieces;
   auto v = tokenizer::testing::make_tiny_vocab(pieces);
   for (int i = (int)v.tokens.size(); i < kVocab; ++i) {
-    v.tokens.push_back(i == 290 ? "other" : "w" + std::to_string(i));
+    v.tokens.push_back(i == 290 ? std::string("other") : std::string("w").append(std::to_string(i)));
     v.scores.push_back(0);
     v.types.push_back((int32_t)tokenizer::TokenType::kNormal);
   }

@@ -53,7 +53,9 @@ TEST(AcceptRejection, OneHotDraftAcceptsWithTargetProbability) {
     std::vector<SparseDist> q = {{{7, 1.0f}}};
     const Acceptance a = accept_rejection(p, std::vector<int32_t>{7}, q, rng);
     accepted += a.n_accept;
-    if (a.n_accept == 0) EXPECT_EQ(a.next, 8);  // the residual excludes the rejected draft
+    if (a.n_accept == 0) {
+      EXPECT_EQ(a.next, 8);  // the residual excludes the rejected draft
+    }
   }
   EXPECT_NEAR((double)accepted / n, 0.8, 0.015);
 }

@@ -1,0 +1,167 @@
+#include "serve/metrics.h"
+
+#include <cstdio>
+
+namespace dspark::serve {
+
+using nlohmann::json;
+
+namespace {
+
+std::string num(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void sample(std::string& out, const std::string& name, double v) { out += name + " " + num(v) + "\n"; }
+
+// Label values are route names and numbers here; escape anyway (Prometheus text format).
+std::string label(const std::string& v) {
+  std::string s;
+  for (char c : v) {
+    if (c == '\\' || c == '"') s += '\\';
+    if (c == '\n') { s += "\\n"; continue; }
+    s += c;
+  }
+  return s;
+}
+
+}  // namespace
+
+void Histogram::observe(double x) {
+  for (size_t i = 0; i < bounds_.size(); ++i)
+    if (x <= bounds_[i]) { ++counts_[i]; break; }
+  ++count_;
+  sum_ += x;
+}
+
+std::string Histogram::render(const std::string& name) const {
+  std::string out;
+  int64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+  }
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum " + num(sum_) + "\n";
+  out += name + "_count " + std::to_string(count_) + "\n";
+  return out;
+}
+
+Metrics::Metrics()
+    : latency_({0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}),
+      ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}),
+      queue_({0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30}) {}
+
+void Metrics::count_request(const std::string& route, int status) {
+  std::lock_guard lk(mu_);
+  ++requests_[{route, status}];
+}
+
+void Metrics::record_job(const JobSummary& j) {
+  std::lock_guard lk(mu_);
+  ++jobs_;
+  if (j.cancelled) ++jobs_cancelled_;
+  if (j.failed) ++jobs_failed_;
+  prompt_tokens_ += j.prompt_tokens;
+  completion_tokens_ += j.completion_tokens;
+  cached_tokens_ += j.cached_tokens;
+  if (j.cached_tokens > 1) ++cache_hits_;  // more than the BOS every prompt shares
+  if (j.spec) {
+    ++spec_jobs_;
+    spec_.merge(*j.spec);
+  }
+  latency_.observe(j.total_s);
+  queue_.observe(j.queue_s);
+  if (j.completion_tokens > 0) ttft_.observe(j.ttft_s);
+}
+
+std::string Metrics::prometheus(const json& g) const {
+  std::lock_guard lk(mu_);
+  std::string o;
+  header(o, "dspark_requests_total", "counter", "HTTP requests by route and status code.");
+  for (const auto& [k, n] : requests_)
+    o += "dspark_requests_total{route=\"" + label(k.first) + "\",code=\"" + std::to_string(k.second) + "\"} " +
+         std::to_string(n) + "\n";
+  header(o, "dspark_generations_total", "counter", "Generations run (finished, cancelled or failed).");
+  sample(o, "dspark_generations_total", (double)jobs_);
+  header(o, "dspark_generations_cancelled_total", "counter", "Generations stopped early (client gone, shutdown).");
+  sample(o, "dspark_generations_cancelled_total", (double)jobs_cancelled_);
+  header(o, "dspark_generations_failed_total", "counter", "Generations that failed with an error.");
+  sample(o, "dspark_generations_failed_total", (double)jobs_failed_);
+  header(o, "dspark_prompt_tokens_total", "counter", "Prompt tokens of all generations.");
+  sample(o, "dspark_prompt_tokens_total", (double)prompt_tokens_);
+  header(o, "dspark_completion_tokens_total", "counter", "Generated tokens.");
+  sample(o, "dspark_completion_tokens_total", (double)completion_tokens_);
+  header(o, "dspark_prompt_cache_hits_total", "counter", "Generations that reused a cached KV prefix longer than the BOS.");
+  sample(o, "dspark_prompt_cache_hits_total", (double)cache_hits_);
+  header(o, "dspark_prompt_cache_reused_tokens_total", "counter", "Prompt tokens whose KV came from the cache.");
+  sample(o, "dspark_prompt_cache_reused_tokens_total", (double)cached_tokens_);
+  header(o, "dspark_request_duration_seconds", "histogram", "Generation time from submit to the last token.");
+  o += latency_.render("dspark_request_duration_seconds");
+  header(o, "dspark_time_to_first_token_seconds", "histogram", "Time from submit to the first generated text.");
+  o += ttft_.render("dspark_time_to_first_token_seconds");
+  header(o, "dspark_queue_wait_seconds", "histogram", "Time a generation waited for a slot.");
+  o += queue_.render("dspark_queue_wait_seconds");
+  header(o, "dspark_spec_draft_tokens_total", "counter", "Draft tokens proposed.");
+  sample(o, "dspark_spec_draft_tokens_total", (double)spec_.drafted);
+  header(o, "dspark_spec_accepted_tokens_total", "counter", "Draft tokens accepted by the target.");
+  sample(o, "dspark_spec_accepted_tokens_total", (double)spec_.accepted);
+  header(o, "dspark_spec_rounds_total", "counter", "Speculative rounds (one target forward each).");
+  sample(o, "dspark_spec_rounds_total", (double)spec_.rounds);
+  header(o, "dspark_spec_generated_tokens_total", "counter", "Tokens emitted by generations that ran a drafter.");
+  sample(o, "dspark_spec_generated_tokens_total", (double)spec_.generated);
+  header(o, "dspark_spec_drafted_tokens_per_pos_total", "counter", "Rounds that drafted a token at this position (1-based).");
+  for (size_t i = 0; i < spec_.drafted_by_pos.size(); ++i)
+    o += "dspark_spec_drafted_tokens_per_pos_total{position=\"" + std::to_string(i + 1) + "\"} " +
+         std::to_string(spec_.drafted_by_pos[i]) + "\n";
+  header(o, "dspark_spec_accepted_tokens_per_pos_total", "counter", "Rounds that accepted the draft at this position (1-based).");
+  for (size_t i = 0; i < spec_.accepted_by_pos.size(); ++i)
+    o += "dspark_spec_accepted_tokens_per_pos_total{position=\"" + std::to_string(i + 1) + "\"} " +
+         std::to_string(spec_.accepted_by_pos[i]) + "\n";
+  header(o, "dspark_queue_length", "gauge", "Requests waiting for a slot.");
+  sample(o, "dspark_queue_length", g.value("queue", 0.0));
+  header(o, "dspark_slots", "gauge", "Generation slots by state.");
+  const double busy = g.value("slots_busy", 0.0), total = g.value("slots", 0.0);
+  o += "dspark_slots{state=\"busy\"} " + num(busy) + "\n";
+  o += "dspark_slots{state=\"idle\"} " + num(total - busy) + "\n";
+  const json cache = g.value("cache", json::object());
+  header(o, "dspark_prompt_cache_entries", "gauge", "Sequence snapshots in the host-side prompt cache.");
+  sample(o, "dspark_prompt_cache_entries", cache.value("entries", 0.0));
+  header(o, "dspark_prompt_cache_bytes", "gauge", "Bytes of KV and drafter tap rows the snapshots hold.");
+  sample(o, "dspark_prompt_cache_bytes", cache.value("bytes", 0.0));
+  header(o, "dspark_prompt_cache_restores_total", "counter", "Snapshots restored into a slot.");
+  sample(o, "dspark_prompt_cache_restores_total", cache.value("restores", 0.0));
+  header(o, "dspark_prompt_cache_slot_tokens", "gauge", "Tokens the idle slots keep in place for reuse.");
+  sample(o, "dspark_prompt_cache_slot_tokens", cache.value("slot_tokens", 0.0));
+  return o;
+}
+
+json Metrics::totals() const {
+  std::lock_guard lk(mu_);
+  json req = json::object();
+  int64_t n_req = 0;
+  for (const auto& [k, n] : requests_) {
+    req[k.first][std::to_string(k.second)] = n;
+    n_req += n;
+  }
+  json spec = spec_.to_json();
+  spec.erase("time_ms");
+  spec["generations"] = spec_jobs_;
+  return {{"requests", n_req},
+          {"requests_by_route", req},
+          {"generations", jobs_},
+          {"cancelled", jobs_cancelled_},
+          {"failed", jobs_failed_},
+          {"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion_tokens_},
+          {"prompt_cache", {{"hits", cache_hits_}, {"reused_tokens", cached_tokens_}}},
+          {"speculation", spec}};
+}
+
+}  // namespace dspark::serve

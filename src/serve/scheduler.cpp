@@ -1,0 +1,290 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+
+namespace dspark::serve {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+Scheduler::Scheduler(const model::Gemma3Model& model, const tokenizer::SpmTokenizer& tok, const SchedulerConfig& cfg,
+                     DrafterFactory drafters, ThreadPool* pool, Metrics* metrics)
+    : model_(model), tok_(tok), cfg_(cfg), drafters_(std::move(drafters)), pool_(pool), metrics_(metrics),
+      cache_(cfg.cache_bytes) {}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Gemma3Model& model,
+                                                     const tokenizer::SpmTokenizer& tok, const SchedulerConfig& cfg,
+                                                     DrafterFactory drafters, ThreadPool* pool, Metrics* metrics) {
+  if (cfg.n_slots < 1) return Status::error("--parallel must be >= 1");
+  if (cfg.max_queue < 0) return Status::error("--max-queue must be >= 0");
+  std::unique_ptr<Scheduler> s(new Scheduler(model, tok, cfg, std::move(drafters), pool, metrics));
+  for (int i = 0; i < cfg.n_slots; ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->id = i;
+    slot->session = std::make_unique<model::Session>(
+        model, model::SessionOptions{.n_ctx = cfg.n_ctx, .max_batch = cfg.max_batch}, pool);
+    if (s->drafters_) {
+      auto d = s->drafters_();
+      if (!d) return Status::error("drafter for slot " + std::to_string(i) + ": " + d.message());
+      slot->drafter = std::move(d).value();
+      slot->history.tap_ids = slot->drafter->required_taps();
+    }
+    s->slots_.push_back(std::move(slot));
+  }
+  if (cfg.batch_rounds && cfg.n_slots > 1)
+    s->scratch_ = std::make_unique<model::ForwardScratch>(model.config(), cfg.n_slots * cfg.max_window, cfg.n_ctx, pool);
+  s->thread_ = std::thread([p = s.get()] { p->loop(); });
+  return s;
+}
+
+Scheduler::~Scheduler() { shutdown(std::chrono::milliseconds(0)); }
+
+Scheduler::Submit Scheduler::submit(std::shared_ptr<Job> job) {
+  std::lock_guard lk(mu_);
+  if (stopping_) return Submit::kStopping;
+  const int64_t idle = (int64_t)slots_.size() - busy_;
+  if ((int64_t)queue_.size() >= idle + cfg_.max_queue) return Submit::kQueueFull;
+  job->t_submit = Clock::now();
+  queue_.push_back(std::move(job));
+  cv_.notify_all();
+  return Submit::kQueued;
+}
+
+void Scheduler::shutdown(std::chrono::milliseconds grace) {
+  std::unique_lock lk(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+  cv_.wait_for(lk, grace, [&] { return queue_.empty() && busy_ == 0; });
+  // Past the grace period: cancel what is left. Queued jobs never started; answer them here.
+  for (auto& s : slots_)
+    if (s->job) s->job->cancel = true;
+  for (auto& j : queue_) {
+    j->cancel = true;
+    std::lock_guard jl(j->mu);
+    j->cancelled = true;
+    j->error = Status::error("the server is shutting down");
+    j->finished = true;
+    j->cv.notify_all();
+  }
+  queue_.clear();
+  cv_.notify_all();
+  lk.unlock();
+  if (thread_.joinable()) thread_.join();
+}
+
+size_t Scheduler::kv_bytes_per_token() const {
+  const model::Gemma3Config& c = model_.config();
+  return (size_t)(c.n_layer * c.n_head_kv * c.head_dim) * 2 /* K and V */ * sizeof(uint16_t);
+}
+
+nlohmann::json Scheduler::state() const {
+  std::lock_guard lk(mu_);
+  nlohmann::json slots = nlohmann::json::array();
+  int64_t slot_tokens = 0;
+  for (const auto& s : slots_) {
+    slots.push_back({{"id", s->id}, {"state", s->job ? "busy" : "idle"}, {"cached_tokens", s->cached_tokens}});
+    slot_tokens += s->cached_tokens;
+  }
+  return {{"queue", queue_.size()},
+          {"max_queue", cfg_.max_queue},
+          {"slots", slots_.size()},
+          {"slots_busy", busy_},
+          {"slot_state", slots},
+          {"stopping", stopping_},
+          {"batching", {{"enabled", (bool)scratch_}, {"forwards", batched_forwards_}, {"rounds", batched_rounds_}}},
+          {"cache",
+           {{"entries", cache_.entries()},
+            {"bytes", cache_.bytes()},
+            {"budget_bytes", cfg_.cache_bytes},
+            {"restores", restores_},
+            {"slot_tokens", slot_tokens},
+            {"slot_bytes", (size_t)slot_tokens * kv_bytes_per_token()}}}};
+}
+
+void Scheduler::loop() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    assign_locked();
+    if (busy_ == 0) {
+      if (stopping_ && queue_.empty()) break;
+      cv_.wait(lk, [&] { return !queue_.empty() || stopping_; });
+      continue;
+    }
+    std::vector<Slot*> active;
+    for (auto& s : slots_)
+      if (s->job) active.push_back(s.get());
+    lk.unlock();
+    run_steps(active);
+    lk.lock();
+  }
+}
+
+void Scheduler::assign_locked() {
+  while (!queue_.empty()) {
+    std::shared_ptr<Job>& job = queue_.front();
+    Slot* best = nullptr;
+    int64_t best_len = -1;
+    for (auto& s : slots_) {
+      if (s->job) continue;
+      const int64_t len = spec::common_prefix(s->history.tokens, job->prompt);
+      if (len > best_len || (len == best_len && s->last_used < best->last_used)) {
+        best = s.get();
+        best_len = len;
+      }
+    }
+    if (!best) return;
+    best->job = std::move(job);
+    queue_.pop_front();
+    ++busy_;
+  }
+}
+
+bool Scheduler::start_job(Slot& s) {
+  Job& job = *s.job;
+  const auto now = Clock::now();
+  job.queue_ms = ms_between(job.t_submit, now);
+  job.slot = s.id;
+  s.first_text = false;
+  Job* jp = &job;
+  Slot* sp = &s;
+  auto on_text = [jp, sp](std::string_view t) {
+    if (!sp->first_text) {
+      sp->first_text = true;
+      jp->ttft_ms = ms_between(jp->t_submit, Clock::now());
+    }
+    jp->push_text(t);
+  };
+  // A snapshot sharing a longer prefix than what the slot holds is restored into it first.
+  if (cfg_.cache_bytes > 0 && !job.prompt.empty()) {
+    const std::span<const int32_t> head(job.prompt.data(), job.prompt.size() - 1);
+    int64_t own = spec::common_prefix(s.history.tokens, head);
+    if (own > 0 && own < s.session->kv().min_restorable_length()) own = 0;
+    const auto [idx, len] = cache_.best(head);
+    if (idx >= 0 && len > own && cache_.restore(idx, s.session->kv(), &s.history)) {
+      std::lock_guard lk(mu_);
+      ++restores_;
+    }
+  }
+  spec::Drafter* drafter = job.use_drafter ? s.drafter.get() : nullptr;
+  const spec::StepperOptions opt{.prefill_chunk = cfg_.prefill_chunk, .reuse_prefix = cfg_.cache_bytes > 0};
+  auto st = spec::SpecStepper::create(model_, *s.session, tok_, job.prompt, job.params, drafter, &s.history,
+                                      std::move(on_text), opt);
+  if (!st) {
+    finish(s, st.status(), false);
+    return false;
+  }
+  s.stepper = std::move(st).value();
+  return true;
+}
+
+void Scheduler::step(Slot& s) {
+  if (s.job->cancel) {
+    finish(s, Status::ok(), true);
+    return;
+  }
+  if (!s.stepper) {
+    start_job(s);
+    return;
+  }
+  Status st = s.stepper->step();
+  if (!st) finish(s, st, false);
+  else if (s.stepper->done()) finish(s, Status::ok(), false);
+}
+
+void Scheduler::run_steps(const std::vector<Slot*>& active) {
+  std::vector<Slot*> batch;
+  for (Slot* s : active) {
+    const bool batchable = scratch_ && s->stepper && !s->job->cancel && s->stepper->in_round() &&
+                           s->history.tap_ids == active.front()->history.tap_ids;
+    if (batchable) batch.push_back(s);
+    else step(*s);
+  }
+  if (batch.size() == 1) step(*batch.front());
+  if (batch.size() > 1) batched_rounds(batch);
+}
+
+void Scheduler::batched_rounds(std::vector<Slot*>& batch) {
+  std::vector<model::SeqInput> seqs;
+  std::vector<Slot*> planned;
+  for (Slot* s : batch) {
+    auto window = s->stepper->plan_round();
+    if (!window) {
+      finish(*s, window.status(), false);
+      continue;
+    }
+    seqs.push_back({s->session.get(), *window});
+    planned.push_back(s);
+  }
+  if (planned.empty()) return;
+  const auto t0 = Clock::now();
+  Status st = model_.forward_multi(seqs, planned.front()->stepper->round_options(), *scratch_);
+  const double ms = ms_between(t0, Clock::now());
+  {
+    std::lock_guard lk(mu_);
+    ++batched_forwards_;
+    batched_rounds_ += (int64_t)planned.size();
+  }
+  for (Slot* s : planned) {
+    if (!st) {  // the forward failed: every sequence in it is abandoned
+      s->session->kv().clear();
+      s->history.clear();
+      finish(*s, st, false);
+      continue;
+    }
+    Status r = s->stepper->finish_round(ms);
+    if (!r) finish(*s, r, false);
+    else if (s->stepper->done()) finish(*s, Status::ok(), false);
+  }
+}
+
+void Scheduler::finish(Slot& s, Status error, bool cancelled) {
+  std::shared_ptr<Job> job = s.job;
+  const auto now = Clock::now();
+  spec::SpecResult res;
+  int64_t cached = 0;
+  if (s.stepper) {
+    cached = s.stepper->reused_tokens();
+    res = s.stepper->take_result();
+    res.stats.generated = (int64_t)res.out.tokens.size();
+  }
+  const bool spec_ran = s.stepper && job->use_drafter && s.drafter;
+  JobSummary sum{.prompt_tokens = (int64_t)job->prompt.size(),
+                 .completion_tokens = (int64_t)res.out.tokens.size(),
+                 .cached_tokens = cached,
+                 .spec = spec_ran ? &res.stats : nullptr,
+                 .cancelled = cancelled,
+                 .failed = !error.is_ok(),
+                 .queue_s = job->queue_ms / 1e3,
+                 .ttft_s = job->ttft_ms / 1e3,
+                 .total_s = ms_between(job->t_submit, now) / 1e3};
+  if (metrics_) metrics_->record_job(sum);
+  if (cfg_.cache_bytes > 0 && error.is_ok()) cache_.save(s.session->kv(), s.history);
+  {
+    std::lock_guard jl(job->mu);
+    job->result = std::move(res);
+    job->error = std::move(error);
+    job->cancelled = cancelled;
+    job->spec_ran = spec_ran;
+    job->cached_tokens = cached;
+    job->total_ms = sum.total_s * 1e3;
+    job->finished = true;
+    job->cv.notify_all();
+  }
+  std::lock_guard lk(mu_);
+  s.stepper.reset();
+  s.job.reset();
+  --busy_;
+  s.last_used = ++clock_;
+  if (cfg_.cache_bytes == 0) {
+    s.history.clear();
+    s.session->kv().clear();
+  }
+  s.cached_tokens = (int64_t)s.history.tokens.size();
+  cv_.notify_all();
+}
+
+}  // namespace dspark::serve

@@ -1,0 +1,226 @@
+// dspark serve: the OpenAI-compatible HTTP server (docs/SERVE.md). This file parses flags, loads
+// the model and the drafter, wires src/serve together and handles SIGTERM / SIGINT.
+#include <pthread.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "core/threadpool.h"
+#include "serve/http_server.h"
+#include "serve/scheduler.h"
+#include "spec/drafter_dspark.h"
+#include "tools/args.h"
+#include "tools/drafter_factory.h"
+#include "tools/loaded_model.h"
+#include "tools/registry.h"
+#include "tools/verbs.h"
+
+namespace dspark::tools {
+
+namespace {
+
+// The drafter `dspark serve` mounts when neither --draft-model nor --draft-kind is given, nor
+// --no-spec. The n-gram (prompt lookup) drafter for now; the one place to change when a trained
+// DSpark drafter becomes the default.
+DrafterOptions default_serve_drafter() {
+  return DrafterOptions{.kind = "ngram", .path = "", .gamma = 5, .threshold = 0.0, .n_ctx = 4096, .schedule = false, .verify_ms = {}};
+}
+
+// A DrafterBundle behind the Drafter interface, so a slot owns whatever its drafter needs.
+class OwningDrafter : public spec::Drafter {
+ public:
+  explicit OwningDrafter(DrafterBundle b) : b_(std::move(b)) {}
+  std::string kind() const override { return b_.drafter->kind(); }
+  std::vector<int> required_taps() const override { return b_.drafter->required_taps(); }
+  Status begin(std::span<const int32_t> prompt, const spec::TapRows& taps) override {
+    return b_.drafter->begin(prompt, taps);
+  }
+  Status draft(const spec::DraftRequest& req, spec::DraftResult* out) override { return b_.drafter->draft(req, out); }
+  Status commit(std::span<const int32_t> committed, int64_t pos, const spec::TapRows& taps) override {
+    return b_.drafter->commit(committed, pos, taps);
+  }
+  nlohmann::json stats() const override { return b_.drafter->stats(); }
+
+ private:
+  DrafterBundle b_;
+};
+
+std::string model_id(const std::string& spec, const std::string& path) {
+  if (find_model(spec)) return spec;
+  return std::filesystem::path(path).stem().string();
+}
+
+}  // namespace
+
+int verb_serve(int argc, char** argv) {
+  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, draft_path, draft_kind;
+  int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
+  int64_t n_draft = -1, max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
+  int64_t drain_s = 10, http_threads = 0;
+  double draft_threshold = 0.0;
+  bool no_spec = false, verbose = false, no_batch = false;
+  Args args("dspark serve [--model M] [--draft-model D | --draft-kind K | --no-spec] [--host H] [--port P]\n"
+            "       [--api-key KEY] [--parallel N] [--ctx N] [--max-queue Q]",
+            "Serve the model over an OpenAI-compatible HTTP API: POST /v1/chat/completions and\n"
+            "/v1/completions (streamed or not), GET /v1/models, /health, /stats, /metrics (Prometheus)\n"
+            "and a chat page at /. Every slot decodes speculatively with its own drafter (default: the\n"
+            "n-gram drafter); answers equal serial decoding at temperature 0. See docs/SERVE.md.");
+  args.add("--model,-m", &model_spec, "registry name or GGUF path");
+  args.add("--cache-dir", &cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
+  args.add("--draft-model", &draft_path, "drafter: a GGUF with the target's vocabulary or a DSpark checkpoint dir");
+  args.add("--draft-kind", &draft_kind, "auto (from --draft-model), ngram, draft-model, dspark (default: ngram)");
+  args.add("--num-draft-tokens", &n_draft, "draft tokens per round at most (gamma); default 5", 0, 64);
+  args.add("--draft-threshold", &draft_threshold, "dspark: stop drafting at the first slot with confidence below this",
+           0.0, 1.0);
+  args.add_flag("--no-spec", &no_spec, "no drafter: serial decoding only");
+  args.add("--host", &host, "address to listen on (default: localhost only)");
+  args.add("--port", &port, "TCP port (0: any free port, printed at start)", 0, 65535);
+  args.add("--api-key", &api_key, "require 'Authorization: Bearer KEY' on /v1/*, /stats and /metrics");
+  args.add("--parallel", &parallel, "generation slots (each its own KV cache and drafter)", 1, 256);
+  args.add("--ctx", &n_ctx, "context size in tokens per slot", 16, 1 << 20);
+  args.add("--max-queue", &max_queue, "requests waiting for a slot at most; more get HTTP 429", 0, 1 << 20);
+  args.add("--threads,-t", &threads, "compute threads (default: physical cores)", 1, 256);
+  args.add("--max-body", &max_body, "largest request body in bytes (more: HTTP 413)", 1024, 1ll << 30);
+  args.add("--cache-mib", &cache_mib, "prompt-cache budget in MiB (KV kept per slot for prefix reuse); 0 = off", 0,
+           1 << 20);
+  args.add("--default-max-tokens", &default_max_tokens, "tokens generated when a request sets no max_tokens", 1,
+           1 << 20);
+  args.add("--prefill-chunk", &prefill_chunk, "prompt tokens per scheduling step (fairness between slots)", 1, 1 << 20);
+  args.add("--drain-timeout", &drain_s, "seconds SIGTERM waits for running requests before cancelling them", 0, 3600);
+  args.add("--http-threads", &http_threads, "connection threads (default: parallel + max-queue + 4)", 0, 4096);
+  args.add_flag("--no-batch", &no_batch, "verify each slot's round in its own forward (default: one forward_multi)");
+  args.add_flag("--verbose,-v", &verbose, "log one line per HTTP request");
+  if (Status st = args.parse(argc, argv, 2); !st) {
+    std::fprintf(stderr, "dspark serve: %s\n", st.message().c_str());
+    return kExitBadInput;
+  }
+  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (!args.positional().empty()) {
+    std::fprintf(stderr, "dspark serve: unexpected argument '%s'\n", args.positional()[0].c_str());
+    return kExitBadInput;
+  }
+  if (no_spec && (!draft_path.empty() || !draft_kind.empty())) {
+    std::fprintf(stderr, "dspark serve: --no-spec cannot be combined with --draft-model or --draft-kind\n");
+    return kExitBadInput;
+  }
+
+  auto lm = load_model(model_spec, cache);
+  if (!lm) { std::fprintf(stderr, "dspark serve: %s\n", lm.message().c_str()); return kExitBadInput; }
+  const model::Gemma3Config& cfg = lm->model->config();
+  if (n_ctx > cfg.n_ctx_train) {
+    std::fprintf(stderr, "dspark serve: --ctx %lld exceeds the model's training context %lld\n", (long long)n_ctx,
+                 (long long)cfg.n_ctx_train);
+    return kExitBadInput;
+  }
+
+  // Block the shutdown signals before any thread exists; one thread waits for them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  ThreadPool pool((int)threads);
+
+  // Drafter: one per slot. DSpark weights are loaded once and shared; other kinds are cheap or mmap.
+  serve::DrafterInfo dinfo;
+  serve::DrafterFactory factory;
+  if (!no_spec) {
+    DrafterOptions dopt = default_serve_drafter();
+    if (!draft_path.empty() || !draft_kind.empty()) {
+      dopt.kind = draft_kind.empty() ? "auto" : draft_kind;
+      dopt.path = draft_path;
+    }
+    if (n_draft >= 0) dopt.gamma = (int)n_draft;
+    dopt.threshold = draft_threshold;
+    dopt.n_ctx = n_ctx;
+    auto first = make_drafter(dopt, *lm, {}, &pool);
+    if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
+    dinfo = {first->kind, dopt.path, first->gamma, dopt.threshold};
+    auto proto = std::make_shared<DrafterBundle>(std::move(first).value());
+    auto used = std::make_shared<bool>(false);
+    const LoadedModel* target = &*lm;
+    factory = [proto, used, dopt, target, &pool]() -> Result<std::unique_ptr<spec::Drafter>> {
+      if (!*used) {  // the first slot takes the drafter loaded above
+        *used = true;
+        return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(*proto)));
+      }
+      auto b = make_drafter(dopt, *target, {}, &pool);
+      if (!b) return b.status();
+      return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(b).value()));
+    };
+    if (dinfo.kind == "dspark") {
+      auto* d = dynamic_cast<spec::DSparkDrafter*>(proto->drafter.get());
+      auto shared = d->shared_model();
+      const spec::DSparkOptions dsopt = d->options();
+      factory = [proto, used, shared, dsopt, &pool]() -> Result<std::unique_ptr<spec::Drafter>> {
+        if (!*used) {
+          *used = true;
+          return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(*proto)));
+        }
+        auto d = spec::DSparkDrafter::create(shared, dsopt, &pool);
+        if (!d) return d.status();
+        return std::unique_ptr<spec::Drafter>(std::move(d).value());
+      };
+    }
+  }
+
+  serve::Metrics metrics;
+  const serve::SchedulerConfig scfg{.n_slots = (int)parallel,
+                                    .max_queue = (int)max_queue,
+                                    .n_ctx = n_ctx,
+                                    .max_batch = 512,
+                                    .prefill_chunk = prefill_chunk,
+                                    .cache_bytes = (size_t)cache_mib << 20,
+                                    .batch_rounds = !no_batch};
+  auto sched = serve::Scheduler::create(*lm->model, *lm->tok, scfg, factory, &pool, &metrics);
+  if (!sched) { std::fprintf(stderr, "dspark serve: %s\n", sched.message().c_str()); return kExitBadInput; }
+
+  serve::ServedModel served{.id = model_id(model_spec, lm->path),
+                            .aliases = {model_spec, lm->path, std::filesystem::path(lm->path).filename().string()},
+                            .n_ctx = n_ctx,
+                            .default_max_tokens = default_max_tokens,
+                            .has_drafter = !no_spec,
+                            .default_gamma = dinfo.gamma};
+  serve::HttpOptions hopt{.host = host,
+                          .port = (int)port,
+                          .api_key = api_key,
+                          .max_body_bytes = (size_t)max_body,
+                          .http_threads = (int)(http_threads > 0 ? http_threads : parallel + max_queue + 4),
+                          .log_requests = verbose};
+  serve::HttpServer server(hopt, served, dinfo, *lm->tok, **sched, metrics);
+  if (Status st = server.bind(); !st) {
+    std::fprintf(stderr, "dspark serve: %s\n", st.message().c_str());
+    return 1;
+  }
+
+  std::atomic<bool> signalled{false};
+  std::thread sig_thread([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    signalled = true;
+    std::fprintf(stderr, "dspark serve: signal %d, draining (up to %llds) then exiting\n", sig, (long long)drain_s);
+    server.set_draining();
+    (*sched)->shutdown(std::chrono::seconds(drain_s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let finished streams flush [DONE]
+    server.stop();
+  });
+
+  std::fprintf(stderr, "dspark serve: listening on http://%s:%d | model %s (%s) | ctx %lld | %lld slot(s) | drafter %s\n",
+               host.c_str(), server.port(), served.id.c_str(), lm->path.c_str(), (long long)n_ctx,
+               (long long)parallel,
+               dinfo.kind.empty() ? "none" : (dinfo.kind + ", " + std::to_string(dinfo.gamma) + " draft tokens").c_str());
+  std::fflush(stderr);
+  server.run();
+  if (!signalled) pthread_kill(sig_thread.native_handle(), SIGTERM);
+  sig_thread.join();
+  (*sched)->shutdown(std::chrono::milliseconds(0));
+  std::fprintf(stderr, "dspark serve: stopped\n");
+  return 0;
+}
+
+}  // namespace dspark::tools

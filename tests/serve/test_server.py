@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Live test of `dspark serve` on the real model with the official `openai` client.
+
+Usage: test_server.py DSPARK_BINARY   (model from $DSPARK_MODEL)
+
+Starts the server on a free port with an API key and two slots, waits for /health, then checks:
+chat and completions (streamed and not), the models list, usage (+ usage.speculation), per-request
+speculative options, temperature-0 answers identical with and without speculation (and under
+concurrency), prompt-cache reuse on a second turn, every bad-input case (status code + OpenAI error
+body), the API key, the queue bound (429), that disconnected streams free their slots, /stats,
+/metrics (and `promtool check metrics` when installed), the chat page, and SIGTERM -> exit 0.
+Exit 77 (ctest: skipped) without a model or without the openai package.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+SKIP = 77
+KEY = "sk-test-123"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, binary, model, port, extra):
+        self.port = port
+        self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"dspark_serve_{port}.log"), "w+")
+        self.proc = subprocess.Popen([binary, "serve", "-m", model, "--port", str(port)] + extra,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait_healthy(self, timeout=60):
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited early:\n" + self.tail())
+            try:
+                if request("GET", self.port, "/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server not healthy in time:\n" + self.tail())
+
+    def tail(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()[-3000:]
+
+
+def request(method, port, path, body=None, headers=None, raw=None):
+    """One HTTP request; returns (status, parsed JSON or text)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    conn.request(method, path, body=data, headers=h)
+    r = conn.getresponse()
+    text = r.read().decode("utf-8", "replace")
+    conn.close()
+    try:
+        return r.status, json.loads(text)
+    except ValueError:
+        return r.status, text
+
+
+failures = []
+
+
+def check(cond, what):
+    if cond:
+        print(f"ok   {what}")
+    else:
+        print(f"FAIL {what}")
+        failures.append(what)
+
+
+def error_shape(body):
+    e = body.get("error") if isinstance(body, dict) else None
+    return isinstance(e, dict) and isinstance(e.get("message"), str) and isinstance(e.get("type"), str) \
+        and "param" in e and "code" in e
+
+
+def main():
+    if len(sys.argv) < 2:
+        print("usage: test_server.py DSPARK_BINARY", file=sys.stderr)
+        return 2
+    binary = sys.argv[1]
+    model = os.environ.get("DSPARK_MODEL", "")
+    if not model or not os.path.isfile(model):
+        print("SKIP: set DSPARK_MODEL to the Gemma 3 270M GGUF to run the server test")
+        return SKIP
+    try:
+        import openai
+    except ImportError:
+        print(f"SKIP: the openai package is not installed for {sys.executable} (scripts/test.sh installs it)")
+        return SKIP
+
+    port = free_port()
+    srv = Server(binary, model, port, ["--api-key", KEY, "--parallel", "2", "--max-queue", "1", "--ctx", "1024",
+                                       "--max-body", "65536", "--drain-timeout", "5"])
+    try:
+        srv.wait_healthy()
+        run_checks(openai, port)
+    except Exception as e:  # a crash of the test itself is a failure with the server log
+        failures.append(f"exception: {e!r}")
+        print(f"FAIL exception {e!r}")
+    finally:
+        if srv.proc.poll() is None:
+            t0 = time.time()
+            srv.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = srv.proc.wait(timeout=20)
+                check(rc == 0, f"SIGTERM: exit code {rc} after {time.time() - t0:.1f}s")
+            except subprocess.TimeoutExpired:
+                srv.proc.kill()
+                check(False, "SIGTERM: server did not exit within 20 s")
+        else:
+            check(False, f"server died during the test (exit {srv.proc.returncode})")
+        if failures:
+            print("---- server log ----\n" + srv.tail())
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+def run_checks(openai, port):
+    base = f"http://127.0.0.1:{port}/v1"
+    client = openai.OpenAI(base_url=base, api_key=KEY, max_retries=0, timeout=60)
+    auth = {"Authorization": f"Bearer {KEY}"}
+
+    # Models.
+    models = client.models.list().data
+    check(len(models) == 1, "models: one served model")
+    mid = models[0].id
+    drafter = (models[0].model_extra or {}).get("drafter")
+    check(isinstance(drafter, dict) and drafter.get("kind") == "ngram", f"models: drafter mounted ({drafter})")
+
+    # Chat, non-streamed, temperature 0: with and without speculation.
+    msgs = [{"role": "user", "content": "List the first five prime numbers."}]
+    a = client.chat.completions.create(model=mid, messages=msgs, max_tokens=24, temperature=0)
+    b = client.chat.completions.create(model=mid, messages=msgs, max_tokens=24, temperature=0,
+                                       extra_body={"speculative": {"enabled": False}})
+    ta, tb = a.choices[0].message.content, b.choices[0].message.content
+    check(len(ta) > 0, f"chat: non-empty answer {ta[:40]!r}")
+    check(ta == tb, "chat: temperature-0 answer identical with and without speculation")
+    ua, ub = a.usage, b.usage
+    check(ua.prompt_tokens > 0 and ua.completion_tokens > 0 and ua.total_tokens == ua.prompt_tokens + ua.completion_tokens,
+          "chat: usage token counts")
+    spec = (ua.model_extra or {}).get("speculation")
+    check(isinstance(spec, dict) and all(k in spec for k in
+          ("drafted", "accepted", "rounds", "target_calls", "tau", "accepted_by_pos")),
+          f"chat: usage.speculation fields ({spec})")
+    check("speculation" not in (ub.model_extra or {}), "chat: no usage.speculation when speculation is off")
+    check(a.choices[0].finish_reason in ("stop", "length"), "chat: finish_reason")
+
+    # Per-request gamma.
+    c = client.chat.completions.create(model=mid, messages=msgs, max_tokens=24, temperature=0,
+                                       extra_body={"speculative": {"enabled": True, "num_draft_tokens": 2}})
+    sc = c.usage.model_extra["speculation"]
+    check(c.choices[0].message.content == ta and len(sc["accepted_by_pos"]) == 2,
+          "chat: num_draft_tokens 2 -> same answer, 2 positions")
+
+    # Chat, streamed: same text, usage in the final chunk.
+    parts, last_usage, finish = [], None, None
+    for ch in client.chat.completions.create(model=mid, messages=msgs, max_tokens=24, temperature=0, stream=True):
+        if ch.choices and ch.choices[0].delta.content:
+            parts.append(ch.choices[0].delta.content)
+        if ch.choices and ch.choices[0].finish_reason:
+            finish = ch.choices[0].finish_reason
+        if ch.usage:
+            last_usage = ch.usage
+    check("".join(parts) == ta, "chat stream: deltas join to the non-streamed answer")
+    check(finish in ("stop", "length") and last_usage is not None
+          and "speculation" in (last_usage.model_extra or {}), "chat stream: final chunk has finish_reason and usage")
+
+    # Second turn reuses the first turn's KV.
+    turn2 = msgs + [{"role": "assistant", "content": ta}, {"role": "user", "content": "And the next two?"}]
+    d = client.chat.completions.create(model=mid, messages=turn2, max_tokens=8, temperature=0)
+    cached = d.usage.prompt_tokens_details.cached_tokens if d.usage.prompt_tokens_details else 0
+    check(cached >= ua.prompt_tokens, f"multi-turn: cached_tokens {cached} >= first prompt {ua.prompt_tokens}")
+
+    # Completions, streamed and not, spec vs serial; stop sequences; seeded sampling.
+    p = "One, two, three, four,"
+    e = client.completions.create(model=mid, prompt=p, max_tokens=16, temperature=0)
+    f = client.completions.create(model=mid, prompt=p, max_tokens=16, temperature=0,
+                                  extra_body={"speculative": {"enabled": False}})
+    check(e.choices[0].text == f.choices[0].text and len(e.choices[0].text) > 0,
+          f"completions: identical with and without speculation {e.choices[0].text!r}")
+    streamed = "".join(ch.choices[0].text for ch in
+                       client.completions.create(model=mid, prompt=p, max_tokens=16, temperature=0, stream=True)
+                       if ch.choices)
+    check(streamed == e.choices[0].text, "completions stream: same text")
+    g = client.completions.create(model=mid, prompt=p, max_tokens=16, temperature=0, stop=[" seven"])
+    check(" seven" not in g.choices[0].text and g.choices[0].finish_reason == "stop"
+          and e.choices[0].text.startswith(g.choices[0].text), f"completions: stop sequence {g.choices[0].text!r}")
+    s1 = client.completions.create(model=mid, prompt="Once upon a time", max_tokens=12, temperature=0.9, seed=7)
+    s2 = client.completions.create(model=mid, prompt="Once upon a time", max_tokens=12, temperature=0.9, seed=7)
+    check(s1.choices[0].text == s2.choices[0].text, "completions: same seed, same sample")
+
+    # Concurrency: two different prompts at once give their sequential answers.
+    prompts = ["The capital of France is", "Water boils at"]
+    seq = [client.completions.create(model=mid, prompt=q, max_tokens=12, temperature=0).choices[0].text for q in prompts]
+    par = [None, None]
+
+    def worker(i):
+        par[i] = client.completions.create(model=mid, prompt=prompts[i], max_tokens=12, temperature=0).choices[0].text
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check(par == seq, "concurrency: parallel answers equal sequential ones")
+
+    # Bad input: status + OpenAI error body.
+    chat = "/v1/chat/completions"
+    good = {"model": mid, "messages": msgs, "max_tokens": 4}
+    cases = [
+        ("malformed JSON", chat, None, b'{"model": ', 400),
+        ("body not an object", chat, [1, 2], None, 400),
+        ("missing messages", chat, {"model": mid}, None, 400),
+        ("wrong type max_tokens", chat, dict(good, max_tokens="4"), None, 400),
+        ("negative max_tokens", chat, dict(good, max_tokens=-1), None, 400),
+        ("temperature < 0", chat, dict(good, temperature=-0.5), None, 400),
+        ("unknown field", chat, dict(good, frobnicate=1), None, 400),
+        ("n = 2", chat, dict(good, n=2), None, 400),
+        ("bad role", chat, dict(good, messages=[{"role": "robot", "content": "x"}]), None, 400),
+        ("roles out of order", chat, dict(good, messages=[{"role": "assistant", "content": "x"}]), None, 400),
+        ("unknown model", chat, dict(good, model="gpt-4o"), None, 404),
+        ("prompt over the context", chat, dict(good, messages=[{"role": "user", "content": "word " * 1500}]), None, 400),
+        ("max_tokens over the context", chat, dict(good, max_tokens=5000), None, 400),
+        ("invalid UTF-8", chat, None, b'{"model": "m", "messages": [{"role": "user", "content": "\xc3\x28"}]}', 400),
+        ("body over the limit", chat, None, b'{"model": "' + b"x" * 70000 + b'"}', 413),
+        ("unknown route", "/v1/embeddings", good, None, 404),
+        ("completions without prompt", "/v1/completions", {"model": mid}, None, 400),
+        ("bad speculative", chat, dict(good, speculative={"num_draft_tokens": 999}), None, 400),
+    ]
+    for name, path, body, raw, want in cases:
+        status, resp = request("POST", port, path, body=body, headers=auth, raw=raw)
+        check(status == want and error_shape(resp), f"bad input: {name} -> {status} {str(resp)[:100]}")
+    status, resp = request("POST", port, chat, body=dict(good, messages=[{"role": "user", "content": "word " * 1500}]),
+                           headers=auth)
+    check(resp.get("error", {}).get("code") == "context_length_exceeded", "bad input: context code")
+    try:
+        client.chat.completions.create(model=mid, messages=msgs, max_tokens=-3)
+        check(False, "openai client: BadRequestError for max_tokens -3")
+    except openai.BadRequestError as ex:
+        check(ex.status_code == 400 and "max_tokens" in str(ex), "openai client: BadRequestError names max_tokens")
+    try:
+        client.chat.completions.create(model="no-such-model", messages=msgs, max_tokens=4)
+        check(False, "openai client: NotFoundError")
+    except openai.NotFoundError:
+        check(True, "openai client: NotFoundError for an unknown model")
+
+    # API key.
+    status, resp = request("POST", port, chat, body=good)
+    check(status == 401 and error_shape(resp), "api key: missing -> 401")
+    status, resp = request("GET", port, "/v1/models", headers={"Authorization": "Bearer wrong"})
+    check(status == 401 and error_shape(resp), "api key: wrong -> 401")
+    try:
+        openai.OpenAI(base_url=base, api_key="wrong", max_retries=0).models.list()
+        check(False, "openai client: AuthenticationError")
+    except openai.AuthenticationError:
+        check(True, "openai client: AuthenticationError for a wrong key")
+    check(request("GET", port, "/health")[0] == 200, "api key: /health needs none")
+
+    # Queue bound and disconnects: fill 2 slots + 1 queue place with long streams, expect 429,
+    # then drop the connections: the slots must be free again quickly.
+    long_body = json.dumps({"model": mid, "prompt": "Tell a long story:", "max_tokens": 900, "temperature": 0,
+                            "stream": True}).encode()
+    conns = []
+    for i in range(3):
+        cn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        cn.request("POST", "/v1/completions", body=long_body, headers=dict(auth, **{"Content-Type": "application/json"}))
+        conns.append(cn)
+        if i < 2:  # wait until it streams, so it holds a slot
+            r = cn.getresponse()
+            r.fp.readline()
+            conns[-1] = (cn, r)
+    time.sleep(0.3)
+    status, resp = request("POST", port, "/v1/completions", body={"model": mid, "prompt": "x", "max_tokens": 2},
+                           headers=auth)
+    check(status == 429 and error_shape(resp), f"queue full -> 429 ({status})")
+    t0 = time.time()
+    for c in conns:
+        (c[0] if isinstance(c, tuple) else c).close()
+    freed = False
+    while time.time() - t0 < 10:
+        st = request("GET", port, "/stats", headers=auth)[1]
+        if all(s["state"] == "idle" for s in st["slots"]) and st["queue"]["waiting"] == 0:
+            freed = True
+            break
+        time.sleep(0.1)
+    check(freed, f"disconnects: slots free again after {time.time() - t0:.2f}s")
+
+    # Stats, metrics, chat page.
+    st = request("GET", port, "/stats", headers=auth)[1]
+    check(st["drafter"]["kind"] == "ngram" and st["totals"]["speculation"]["rounds"] > 0
+          and st["totals"]["prompt_cache"]["hits"] > 0 and "accepted_by_pos" in st["totals"]["speculation"]
+          and st["totals"]["cancelled"] >= 2, "stats: drafter, speculation, prompt cache, cancellations")
+    status, text = request("GET", port, "/metrics", headers=auth)
+    names = ["dspark_spec_draft_tokens_total", "dspark_spec_accepted_tokens_total", "dspark_spec_rounds_total",
+             'dspark_spec_accepted_tokens_per_pos_total{position="1"}', "dspark_request_duration_seconds_bucket",
+             "dspark_requests_total"]
+    check(status == 200 and all(n in text for n in names), "metrics: spec counters, histograms, requests")
+    promtool = shutil.which("promtool")
+    if promtool:
+        pr = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True)
+        check(pr.returncode == 0, f"metrics: promtool check metrics {pr.stdout.decode()}{pr.stderr.decode()}")
+    else:
+        print("note: promtool not installed; /metrics format not linted")
+    status, html = request("GET", port, "/")
+    check(status == 200 and "dspark chat" in html, "chat page at /")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
