@@ -263,28 +263,28 @@ void Scheduler::finish(Slot& s, Status error, bool cancelled) {
                  .total_s = ms_between(job->t_submit, now) / 1e3};
   if (metrics_) metrics_->record_job(sum);
   if (cfg_.cache_bytes > 0 && error.is_ok()) cache_.save(s.session->kv(), s.history);
-  {
-    std::lock_guard jl(job->mu);
-    job->result = std::move(res);
-    job->error = std::move(error);
-    job->cancelled = cancelled;
-    job->spec_ran = spec_ran;
-    job->cached_tokens = cached;
-    job->total_ms = sum.total_s * 1e3;
-    job->finished = true;
-    job->cv.notify_all();
+  {  // Free the slot first: once a client has its answer, the slot is idle in state().
+    std::lock_guard lk(mu_);
+    s.stepper.reset();
+    s.job.reset();
+    --busy_;
+    s.last_used = ++clock_;
+    if (cfg_.cache_bytes == 0) {
+      s.history.clear();
+      s.session->kv().clear();
+    }
+    s.cached_tokens = (int64_t)s.history.tokens.size();
+    cv_.notify_all();
   }
-  std::lock_guard lk(mu_);
-  s.stepper.reset();
-  s.job.reset();
-  --busy_;
-  s.last_used = ++clock_;
-  if (cfg_.cache_bytes == 0) {
-    s.history.clear();
-    s.session->kv().clear();
-  }
-  s.cached_tokens = (int64_t)s.history.tokens.size();
-  cv_.notify_all();
+  std::lock_guard jl(job->mu);
+  job->result = std::move(res);
+  job->error = std::move(error);
+  job->cancelled = cancelled;
+  job->spec_ran = spec_ran;
+  job->cached_tokens = cached;
+  job->total_ms = sum.total_s * 1e3;
+  job->finished = true;
+  job->cv.notify_all();
 }
 
 }  // namespace dspark::serve
