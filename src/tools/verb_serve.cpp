@@ -4,6 +4,9 @@
 
 #include <atomic>
 #include <csignal>
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -19,6 +22,18 @@
 #include "tools/verbs.h"
 
 namespace dspark::tools {
+
+namespace {
+
+// The self-pipe of the shutdown signals (a signal handler can only touch async-signal-safe state).
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_shutdown_signal(int sig) {
+  const char b = (char)sig;
+  (void)!::write(g_signal_pipe[1], &b, 1);
+}
+
+}  // namespace
 
 namespace {
 
@@ -116,12 +131,18 @@ int verb_serve(int argc, char** argv) {
     return kExitBadInput;
   }
 
-  // Block the shutdown signals before any thread exists; one thread waits for them.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // Shutdown signals: a handler (on whichever thread the kernel picks; libraries such as OpenBLAS
+  // start threads before main, so blocking the signals here cannot cover every thread) writes one
+  // byte to a pipe; one thread waits on the pipe and drains.
+  if (::pipe(g_signal_pipe) != 0) {
+    std::fprintf(stderr, "dspark serve: pipe: %s\n", std::strerror(errno));
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_shutdown_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
   ThreadPool pool((int)threads);
@@ -201,7 +222,9 @@ int verb_serve(int argc, char** argv) {
   std::atomic<bool> signalled{false};
   std::thread sig_thread([&] {
     int sig = 0;
-    sigwait(&sigs, &sig);
+    while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    if (sig == 0) return;  // woken by main after the server stopped on its own
     signalled = true;
     std::fprintf(stderr, "dspark serve: signal %d, draining (up to %llds) then exiting\n", sig, (long long)drain_s);
     server.set_draining();
@@ -216,7 +239,10 @@ int verb_serve(int argc, char** argv) {
                dinfo.kind.empty() ? "none" : (dinfo.kind + ", " + std::to_string(dinfo.gamma) + " draft tokens").c_str());
   std::fflush(stderr);
   server.run();
-  if (!signalled) pthread_kill(sig_thread.native_handle(), SIGTERM);
+  if (!signalled) {
+    const char zero = 0;
+    (void)!::write(g_signal_pipe[1], &zero, 1);
+  }
   sig_thread.join();
   (*sched)->shutdown(std::chrono::milliseconds(0));
   std::fprintf(stderr, "dspark serve: stopped\n");
