@@ -6,7 +6,8 @@ pkgs=(build-essential cmake g++ git pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev
       python3 python3-venv python3-pip
       clang libclang-rt-14-dev
-      libopenblas-dev)
+      libopenblas-dev
+      prometheus)  # for promtool: the server test lints /metrics (no service is started in CI)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
