@@ -38,10 +38,15 @@ extern "C" void on_shutdown_signal(int sig) {
 namespace {
 
 // The drafter `dspark serve` mounts when neither --draft-model nor --draft-kind is given, nor
-// --no-spec. The n-gram (prompt lookup) drafter for now; the one place to change when a trained
-// DSpark drafter becomes the default.
-DrafterOptions default_serve_drafter() {
-  return DrafterOptions{.kind = "ngram", .path = "", .gamma = 5, .threshold = 0.0, .n_ctx = 4096, .schedule = false, .verify_ms = {}};
+// --no-spec: the model's shipped DSpark drafter (drafters/<name>, cost-aware schedule) when the
+// repository has one, else the n-gram (prompt lookup) drafter.
+DrafterOptions default_serve_drafter(const std::string& model_path) {
+  const std::string shipped = default_drafter_dir(model_path);
+  if (!shipped.empty())
+    return DrafterOptions{.kind = "dspark", .path = shipped, .gamma = 16, .threshold = 0.0, .n_ctx = 4096,
+                          .schedule = true, .verify_ms = {}};
+  return DrafterOptions{.kind = "ngram", .path = "", .gamma = 5, .threshold = 0.0, .n_ctx = 4096, .schedule = false,
+                        .verify_ms = {}};
 }
 
 // A DrafterBundle behind the Drafter interface, so a slot owns whatever its drafter needs.
@@ -151,16 +156,23 @@ int verb_serve(int argc, char** argv) {
   serve::DrafterInfo dinfo;
   serve::DrafterFactory factory;
   if (!no_spec) {
-    DrafterOptions dopt = default_serve_drafter();
+    DrafterOptions dopt = default_serve_drafter(lm->path);
     if (!draft_path.empty() || !draft_kind.empty()) {
       dopt.kind = draft_kind.empty() ? "auto" : draft_kind;
       dopt.path = draft_path;
+      dopt.schedule = false;
     }
     if (n_draft >= 0) dopt.gamma = (int)n_draft;
     dopt.threshold = draft_threshold;
     dopt.n_ctx = n_ctx;
     auto first = make_drafter(dopt, *lm, {}, &pool);
     if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
+    if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it
+      dopt.gamma = first->gamma;
+      dopt.verify_ms = measure_verify_ms(*lm->model, first->gamma + 1, &pool);
+      first = make_drafter(dopt, *lm, {}, &pool);
+      if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
+    }
     dinfo = {first->kind, dopt.path, first->gamma, dopt.threshold};
     auto proto = std::make_shared<DrafterBundle>(std::move(first).value());
     auto used = std::make_shared<bool>(false);
