@@ -142,7 +142,25 @@ def main():
             print("server did not start")
             return 1
 
+    def rss_kib():
+        if not proc:
+            return None
+        with open(f"/proc/{proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return None
+
     results, lock = [], threading.Lock()
+    # RSS growth is measured from the end of a warm-up (first 10% of the run, at most 60 s), when
+    # every slot, cache and pool has been touched once, to the end.
+    warm_s = min(60.0, 0.1 * args.seconds)
+    rss_marks = {}
+    def sample_rss():
+        time.sleep(warm_s)
+        rss_marks["warm"] = rss_kib()
+    rss_thread = threading.Thread(target=sample_rss, daemon=True)
+    rss_thread.start()
     t_start = time.time()
     stop_at = t_start + args.seconds
     threads = [threading.Thread(target=client_loop, args=(i, args, base, stop_at, results, lock))
@@ -152,6 +170,7 @@ def main():
     for t in threads:
         t.join()
     wall = time.time() - t_start
+    rss_marks["end"] = rss_kib()
 
     ok = True
     time.sleep(0.5)
@@ -177,8 +196,16 @@ def main():
     print(f"{len(results)} requests in {wall:.1f}s: {counts}")
     if lat:
         q = statistics.quantiles(lat, n=20) if len(lat) > 1 else [lat[0]] * 19
-        print(f"latency ok requests: p50 {statistics.median(lat):.2f}s p95 {q[18]:.2f}s max {lat[-1]:.2f}s; "
-              f"{toks} tokens, {toks / wall:.1f} tok/s aggregate")
+        q100 = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0]] * 99
+        print(f"latency ok requests: p50 {statistics.median(lat):.2f}s p95 {q[18]:.2f}s p99 {q100[98]:.2f}s "
+              f"max {lat[-1]:.2f}s; {toks} tokens, {toks / wall:.1f} tok/s aggregate")
+    if rss_marks.get("warm") and rss_marks.get("end"):
+        growth = 100.0 * (rss_marks["end"] - rss_marks["warm"]) / rss_marks["warm"]
+        print(f"server RSS: {rss_marks['warm'] / 1024:.1f} MiB after warm-up -> {rss_marks['end'] / 1024:.1f} MiB "
+              f"at the end ({growth:+.2f}%; bound +5%)")
+        if growth >= 5.0:
+            print("FAIL: RSS grew by 5% or more")
+            ok = False
     if status == 200:
         t = st["totals"]
         print("server totals:", json.dumps({k: t[k] for k in ("generations", "cancelled", "failed", "prompt_cache")}))

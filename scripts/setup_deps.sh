@@ -7,7 +7,8 @@ pkgs=(build-essential cmake g++ git pkg-config
       python3 python3-venv python3-pip
       clang libclang-rt-14-dev
       libopenblas-dev
-      prometheus)  # for promtool: the server test lints /metrics (no service is started in CI)
+      prometheus  # promtool: the server test lints /metrics (no service is started in CI)
+      chromium)   # the chat page test drives headless Chromium
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

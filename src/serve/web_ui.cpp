@@ -147,7 +147,14 @@ $("input").addEventListener("keydown", (ev) => {
 });
 $("clear").addEventListener("click", () => { history = []; $("log").innerHTML = ""; });
 $("key").addEventListener("change", loadModel);
-loadModel();
+// A link can carry the first message: /?q=Hello&n=32 sends it once the model is known (also what
+// the headless-browser test uses). body[data-state] becomes "done" when that answer has finished.
+loadModel().then(() => {
+  const params = new URLSearchParams(location.search);
+  const q = params.get("q");
+  if (params.get("n")) $("maxtok").value = params.get("n");
+  if (q) send(q).finally(() => { document.body.dataset.state = "done"; });
+});
 </script>
 </body>
 </html>
