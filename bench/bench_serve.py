@@ -97,12 +97,13 @@ def main():
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--conversations", type=int, default=6)
+    ap.add_argument("--server-args", default="", help="extra dspark serve flags (e.g. --no-batch)")
     ap.add_argument("--json")
     args = ap.parse_args()
 
     port = free_port()
     proc = subprocess.Popen([args.binary, "serve", "-m", args.model, "--port", str(port), "--parallel",
-                             str(args.parallel), "--threads", str(args.threads), "--ctx", "2048"],
+                             str(args.parallel), "--threads", str(args.threads), "--ctx", "2048"] + args.server_args.split(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     model = None
     for _ in range(300):
@@ -164,7 +165,7 @@ def main():
     proc.wait(timeout=30)
 
     print(f"## dspark serve: {args.rounds} rounds per arm, {args.max_tokens} tokens, T 0, --parallel {args.parallel}, "
-          f"--threads {args.threads}, drafter: the server default\n")
+          f"--threads {args.threads}, drafter: the server default {args.server_args}\n")
     print("| concurrency | arm | per-request tok/s (median) | aggregate tok/s | TTFT median s | TTFT p90 s | tau |")
     print("|---|---|---:|---:|---:|---:|---:|")
     out_json = {"rows": [], "multi_turn": {}}
