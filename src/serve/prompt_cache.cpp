@@ -1,5 +1,7 @@
 #include "serve/prompt_cache.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -56,12 +58,17 @@ void PromptCache::save(const model::KvCache& kv, const spec::SeqHistory& h) {
 }
 
 void PromptCache::evict_locked() {
+  bool freed = false;
   while (total_ > budget_ && !entries_.empty()) {
     auto lru = std::min_element(entries_.begin(), entries_.end(),
                                 [](const Entry& a, const Entry& b) { return a.last_used < b.last_used; });
     total_ -= lru->bytes;
     entries_.erase(lru);
+    freed = true;
   }
+  // Snapshots are large and of every size; glibc keeps freed heap pages, so a cache churning at its
+  // budget would otherwise ratchet RSS up (the soak measured +8 % in 10 min). Return them.
+  if (freed) malloc_trim(0);
 }
 
 std::pair<int, int64_t> PromptCache::best(std::span<const int32_t> tokens) const {
