@@ -259,7 +259,9 @@ int verb_regen(int argc, char** argv) {
       [&](const train::RegenCounters& c) {
         last_counters = c;
         char buf[64];
-        std::snprintf(buf, sizeof buf, "%.0f new tok/s", rate());
+        // Tokens decoded so far (running sequences included), not only finished ones.
+        const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+        std::snprintf(buf, sizeof buf, "%.0f new tok/s", sec > 0 ? (double)c.new_tokens / sec : 0.0);
         bar.set_suffix(buf);
         bar.update((uint64_t)c.sequences);
       });
