@@ -123,7 +123,7 @@ int verb_generate(int argc, char** argv) {
     if (!draft_path.empty()) {
       shipped = true;
       draft_kind = "dspark";
-      n_draft = 16;  // clamped to the block size
+      n_draft = 0;  // 0 = the drafter's whole block
       if (draft_schedule.empty()) draft_schedule = "cost";
     }
   }

@@ -43,7 +43,7 @@ namespace {
 DrafterOptions default_serve_drafter(const std::string& model_path) {
   const std::string shipped = default_drafter_dir(model_path);
   if (!shipped.empty())
-    return DrafterOptions{.kind = "dspark", .path = shipped, .gamma = 16, .threshold = 0.0, .n_ctx = 4096,
+    return DrafterOptions{.kind = "dspark", .path = shipped, .gamma = 0, .threshold = 0.0, .n_ctx = 4096,
                           .schedule = true, .verify_ms = {}};
   return DrafterOptions{.kind = "ngram", .path = "", .gamma = 5, .threshold = 0.0, .n_ctx = 4096, .schedule = false,
                         .verify_ms = {}};
