@@ -25,14 +25,7 @@ class SchedulerTiny : public ::testing::Test {
     path_ = (std::filesystem::temp_directory_path() / ("sched_tiny_" + std::to_string(getpid()) + ".gguf")).string();
     ASSERT_TRUE(dspark::testing::TinyGemma3(31, kVocab).write(path_).is_ok());
     model_ = std::move(model::Gemma3Model::load(path_)).value();
-    std::vector<tokenizer::testing::TinyPiece> pieces;
-    auto v = tokenizer::testing::make_tiny_vocab(pieces);
-    for (int i = (int)v.tokens.size(); i < kVocab; ++i) {
-      v.tokens.push_back(std::string("w").append(std::to_string(i)));  // (GCC 12 -Wrestrict false positive on "w" + s)
-      v.scores.push_back(0);
-      v.types.push_back((int32_t)tokenizer::TokenType::kNormal);
-    }
-    tok_ = std::make_unique<tokenizer::SpmTokenizer>(std::move(tokenizer::SpmTokenizer::create(v)).value());
+    tok_ = tokenizer::testing::make_padded_tiny_tokenizer(kVocab);
   }
   void TearDown() override { std::filesystem::remove(path_); }
 

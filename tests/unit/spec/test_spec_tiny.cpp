@@ -34,14 +34,7 @@ class SpecTiny : public ::testing::Test {
     draft_path_ = write(testing::TinyGemma3(12, kVocab), "d");
     target_ = std::move(model::Gemma3Model::load(target_path_)).value();
     other_ = std::move(model::Gemma3Model::load(draft_path_)).value();
-    std::vector<tokenizer::testing::TinyPiece> pieces;
-    auto v = tokenizer::testing::make_tiny_vocab(pieces);
-    for (int i = (int)v.tokens.size(); i < kVocab; ++i) {
-      v.tokens.push_back(std::string("w").append(std::to_string(i)));
-      v.scores.push_back(0);
-      v.types.push_back((int32_t)tokenizer::TokenType::kNormal);
-    }
-    tok_ = std::make_unique<tokenizer::SpmTokenizer>(std::move(tokenizer::SpmTokenizer::create(v)).value());
+    tok_ = tokenizer::testing::make_padded_tiny_tokenizer(kVocab);
   }
   void TearDown() override {
     std::filesystem::remove(target_path_);

@@ -3,6 +3,7 @@
 // that merge order, ties and byte fallback are visible.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,18 @@ inline SpmTokenizer make_tiny_tokenizer(Vocab v) {
 }
 
 inline SpmTokenizer make_tiny_tokenizer() { return make_tiny_tokenizer(make_tiny_vocab(default_tiny_pieces())); }
+
+// The tiny vocabulary (no merges) padded with plain pieces "w<i>" up to n_vocab ids, matching a tiny
+// model's vocabulary size (spec / serve tests).
+inline std::unique_ptr<SpmTokenizer> make_padded_tiny_tokenizer(int n_vocab) {
+  Vocab v = make_tiny_vocab({});
+  for (int i = (int)v.tokens.size(); i < n_vocab; ++i) {
+    v.tokens.push_back(std::string("w").append(std::to_string(i)));  // (GCC 12 -Wrestrict false positive on "w" + s)
+    v.scores.push_back(0);
+    v.types.push_back((int32_t)TokenType::kNormal);
+  }
+  return std::make_unique<SpmTokenizer>(make_tiny_tokenizer(std::move(v)));
+}
 
 inline int32_t tiny_byte(unsigned char b) { return kTinyFirstByte + b; }
 
