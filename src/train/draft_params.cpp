@@ -204,6 +204,23 @@ Status export_checkpoint(const DraftParams& p, const std::string& dir, const std
   return Status::ok();
 }
 
+Status patch_checkpoint_config(const std::string& dir, const std::string& patch_json) {
+  const fs::path path = fs::path(dir) / "config.json", tmp = fs::path(dir) / "config.json.tmp";
+  std::ifstream in(path);
+  nlohmann::json cfg = nlohmann::json::parse(in, nullptr, false);
+  if (cfg.is_discarded()) return Status::error(path.string() + ": cannot read the exported config");
+  cfg.merge_patch(nlohmann::json::parse(patch_json));
+  {
+    std::ofstream f(tmp);
+    f << cfg.dump(1) << "\n";
+    if (!f) return Status::error(tmp.string() + ": write failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::error(path.string() + ": " + ec.message());
+  return Status::ok();
+}
+
 Status save_train_state(const DraftParams& p, const std::string& path, const std::string& meta_json) {
   std::vector<formats::StWriteTensor> ts;
   DraftParams& mp = const_cast<DraftParams&>(p);

@@ -77,6 +77,10 @@ FrozenTables make_frozen_tables(const kernels::QMatrix& target_embed, const std:
 // E1/E3) through a staging folder renamed into place. `extra` is merged into config.json.
 Status export_checkpoint(const DraftParams& p, const std::string& dir, const std::string& extra_json);
 
+// Merges `patch_json` into DIR/config.json of an exported checkpoint (temporary file + rename);
+// the weights are not rewritten.
+Status patch_checkpoint_config(const std::string& dir, const std::string& patch_json);
+
 // Training state (f32 weights + AdamW moments + config) for --resume: one safetensors file.
 Status save_train_state(const DraftParams& p, const std::string& path, const std::string& meta_json);
 // The meta JSON and draft vocabulary of a saved state (to rebuild the parameters before loading).

@@ -104,10 +104,9 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Gemma3M
       const StsFit fit = fit_sts(ev->conf_logits, ev->accepted_len, (int)p.cfg.block_size);
       rec["heldout"]["sts"] = {{"temperatures", fit.temperatures}, {"ece_before", fit.ece_before},
                                {"ece_after", fit.ece_after}};
-      nlohmann::json extra2 = extra;
-      extra2["dspark_sts_temperatures"] = fit.temperatures;
-      extra2["dspark_training"]["heldout"] = rec["heldout"];
-      DSPARK_RETURN_IF_ERROR(export_checkpoint(p, drafter_dir, extra2.dump()));
+      nlohmann::json patch = {{"dspark_sts_temperatures", fit.temperatures},
+                              {"dspark_training", {{"heldout", rec["heldout"]}}}};
+      DSPARK_RETURN_IF_ERROR(patch_checkpoint_config(drafter_dir, patch.dump()));
       sum.last_eval = rec["heldout"];
     }
     emit(rec);
