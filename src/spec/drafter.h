@@ -58,6 +58,9 @@ class Drafter {
   // Positions [pos, pos + committed.size()) are committed: committed[0] is the old pending token,
   // followed by the accepted drafts. `taps` has one row per committed token.
   virtual Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) = 0;
+  // The target forward over n_tokens (pending + drafts) that verified the last draft took `ms`
+  // (single-sequence rounds only; a batched forward of several requests is not reported).
+  virtual void observe_verify(int n_tokens, double ms) {}
   // Drafter-specific counters for the request's telemetry (empty object if none).
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };

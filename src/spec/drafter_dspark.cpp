@@ -59,7 +59,7 @@ Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::create(std::shared_ptr<con
 }
 
 DSparkDrafter::DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool)
-    : model_(std::move(model)), opt_(opt), markov_(*model_, opt.fast_path_top_k) {
+    : model_(std::move(model)), opt_(opt), markov_(*model_, opt.fast_path_top_k), copy_(opt.copy_cfg) {
   const DSparkConfig& c = model_->config();
   gamma_ = opt.gamma > 0 ? opt.gamma : (int)c.block_size;
   const size_t vd = (size_t)model_->draft_vocab(), g = (size_t)c.block_size;
@@ -69,6 +69,13 @@ DSparkDrafter::DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSp
   scores_.resize(g * vd);
   scores_valid_.assign(g, 0);
   conf_logits_.reserve(g);
+  verify_ms_ = opt.verify_ms;
+}
+
+void DSparkDrafter::observe_verify(int n_tokens, double ms) {
+  constexpr double kVerifyEmaWeight = 0.1;  // ~10 rounds of memory: follows load changes, damps spikes
+  if (n_tokens >= 1 && (size_t)n_tokens < verify_ms_.size() && ms > 0)
+    verify_ms_[(size_t)n_tokens] += kVerifyEmaWeight * (ms - verify_ms_[(size_t)n_tokens]);
 }
 
 const float* DSparkDrafter::last_logits(int slot) const {
@@ -89,6 +96,7 @@ Status DSparkDrafter::begin(std::span<const int32_t> prompt, const TapRows& taps
   }
   ctx_.len = 0;
   last_slots_ = 0;
+  copy_.begin(prompt);
   if (taps.n_rows != (int64_t)prompt.size())
     return Status::error("dspark drafter: begin got " + std::to_string(taps.n_rows) + " tap rows for a prompt of " +
                          std::to_string(prompt.size()) + " tokens");
@@ -102,7 +110,31 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
   if (taps.n_rows != (int64_t)committed.size())
     return Status::error("dspark drafter: commit of " + std::to_string(committed.size()) + " tokens got " +
                          std::to_string(taps.n_rows) + " tap rows");
+  if (opt_.copy && !copy_.commit(committed, pos))
+    return Status::error("dspark drafter: copy head history out of step at position " + std::to_string(pos));
   return model_->append_context(ctx_, s_, taps);
+}
+
+nlohmann::json DSparkDrafter::stats() const {
+  const MarkovFastPathStats& f = markov_.stats();
+  nlohmann::json j = {{"markov_fast_path", {{"slots", f.slots}, {"hits", f.hits}, {"fallbacks", f.fallbacks},
+                                            {"hit_rate", f.hit_rate()}, {"macs_full", f.macs_full},
+                                            {"macs_done", f.macs_done}, {"macs_saved", f.macs_saved()}}},
+                      {"draft_rounds", rounds_}, {"backbone_rounds", backbone_rounds_}};
+  if (opt_.copy) j["copy_head"] = copy_.stats();
+  return j;
+}
+
+// Backbone over the whole block (γ rows attend to each other) and base logits for n_rows rows;
+// updates the running mean of its cost.
+void DSparkDrafter::run_backbone(int32_t anchor, int n_rows) {
+  const auto t0 = std::chrono::steady_clock::now();
+  model_->backbone(ctx_, s_, anchor, hidden_.data());
+  model_->base_logits(s_, hidden_.data(), n_rows, base_.data());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ++backbone_rounds_;
+  draft_ms_ += (ms - draft_ms_) / (double)std::min<int64_t>(backbone_rounds_, 32);
+  backbone_ran_ = true;
 }
 
 // z_k = w·[h_k ; W1[prev_k]] + b (or w·h_k + b).
@@ -138,16 +170,16 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     return Status::error("dspark drafter: anchor token " + std::to_string(req.pending) + " is outside the vocabulary");
 
   const int64_t vd = model_->draft_vocab(), H = c.hidden_size;
-  // 1. Backbone over the whole block (γ rows: block rows attend to each other), logits for n rows.
-  const auto t_backbone = std::chrono::steady_clock::now();
-  model_->backbone(ctx_, s_, req.pending, hidden_.data());
-  model_->base_logits(s_, hidden_.data(), n, base_.data());
-  const double bb_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_backbone).count();
-  ++draft_rounds_;
-  draft_ms_ += (bb_ms - draft_ms_) / (double)std::min<int64_t>(draft_rounds_, 32);
-  // Scheduler state (Algorithm 1): expected tokens 1 + Σ a_j over the cost of verifying 1 + ℓ tokens.
-  const bool schedule = opt_.schedule && (int64_t)opt_.verify_ms.size() >= (int64_t)n + 2;
-  double surv = 1.0, expected = 1.0, best_rate = schedule ? 1.0 / (draft_ms_ + opt_.verify_ms[1]) : 0.0;
+  ++rounds_;
+  backbone_ran_ = false;
+  // 1. Backbone over the block, now (no copy head) or at the first slot the copy head cannot fill.
+  if (!opt_.copy) run_backbone(req.pending, n);
+  else copy_.start_draft(req.pending);
+  // Scheduler state (Algorithm 1): expected tokens 1 + Σ a_j over the cost of verifying 1 + ℓ
+  // tokens plus the backbone's cost once it has run.
+  const bool schedule = opt_.schedule && (int64_t)verify_ms_.size() >= (int64_t)n + 2;
+  auto draft_cost = [&] { return backbone_ran_ ? draft_ms_ : 0.0; };
+  double surv = 1.0, expected = 1.0, best_rate = schedule ? 1.0 / (draft_cost() + verify_ms_[1]) : 0.0;
 
   // 2-4. Sequential pass; the confidence of slot k uses h_k and W1[prev_k], known before drawing.
   const bool want_conf = c.confidence && (opt_.threshold > 0.0f || opt_.report_confidence || schedule);
@@ -157,7 +189,42 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   int32_t prev = req.pending;
   int taken = 0;
   for (int k = 0; k < n; ++k) {
+    const CopyProposal cp = opt_.copy ? copy_.propose() : CopyProposal{};
     const float* h_k = hidden_.data() + (size_t)k * (size_t)H;
+    if (cp.token < 0 && !backbone_ran_) {
+      // Cost-aware: run the backbone only if the drafter's slots, as accepted so far, are
+      // expected to pay for it (its cost is known from earlier rounds).
+      if (schedule) {
+        const double a = surv * copy_.schedule_confidence(0);
+        if (!((expected + a) / (draft_ms_ + verify_ms_[(size_t)k + 2]) > best_rate)) break;
+      }
+      run_backbone(req.pending, n);
+      // Bring the Markov state up to slot k (the RNN head's state runs through every slot).
+      markov_.reset();
+      for (int i = 0; i < k && markov_.enabled(); ++i)
+        markov_.prepare(i == 0 ? req.pending : out->tokens[(size_t)i - 1], hidden_.data() + (size_t)i * (size_t)H, s_.mm);
+    }
+    if (cp.token >= 0) {
+      // Copied slot: c_k is the copy head's estimate; the RNN Markov state still advances.
+      if (backbone_ran_ && markov_.enabled()) markov_.prepare(prev, h_k, s_.mm);
+      const double conf = copy_.confidence(cp.n);
+      out->confidence.push_back((float)conf);
+      if (opt_.threshold > 0.0f && conf < opt_.threshold) break;
+      if (schedule) {
+        const double a = surv * copy_.schedule_confidence(cp.n);
+        const double rate = (expected + a) / (draft_cost() + verify_ms_[(size_t)k + 2]);
+        if (!(rate > best_rate)) break;
+        best_rate = rate;
+        expected += a;
+        surv = a;
+      }
+      if (sampled) out->q[(size_t)k] = {{cp.token, 1.0f}};
+      prev = cp.token;
+      out->tokens.push_back(prev);
+      copy_.push(prev, cp.n);
+      taken = k + 1;
+      continue;
+    }
     if (markov_.enabled()) markov_.prepare(prev, h_k, s_.mm);
     if (want_conf) {
       // confidence_with_markov implies r > 0 (DSparkConfig), so W1[prev] is prepared.
@@ -170,7 +237,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       if (schedule) {
         const float T = (size_t)k < c.sts_temperatures.size() ? c.sts_temperatures[(size_t)k] : 1.0f;
         const double a = surv * (double)sigmoid(z / T);
-        const double rate = (expected + a) / (draft_ms_ + opt_.verify_ms[(size_t)k + 2]);
+        const double rate = (expected + a) / (draft_cost() + verify_ms_[(size_t)k + 2]);
         if (!(rate > best_rate)) break;  // first non-improvement ends the scan
         best_rate = rate;
         expected += a;
@@ -220,6 +287,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     }
     prev = model_->to_target(j);
     out->tokens.push_back(prev);
+    if (opt_.copy) copy_.push(prev, 0);
     taken = k + 1;
   }
   last_slots_ = std::max<int>(taken, (int)out->confidence.size());

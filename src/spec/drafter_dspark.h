@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/gemma3.h"
+#include "spec/copy_head.h"
 #include "spec/drafter.h"
 #include "spec/dspark_markov.h"
 #include "spec/dspark_model.h"
@@ -33,10 +34,15 @@ struct DSparkOptions {
   // c_k = σ(z_k / T_k) (STS temperatures from the checkpoint) and prefix survival a_k = Π c_i,
   // slot k is drafted only while (1 + Σ a) / (draft_ms + verify_ms[1 + ℓ]) still improves; the
   // scan stops at the first non-improvement (non-anticipating: c_k uses tokens before slot k).
-  // verify_ms[n] = one target forward over n tokens (n = 1 .. γ + 1; index 0 unused). draft_ms is
-  // measured online (running mean of this drafter's backbone time).
+  // verify_ms[n] = one target forward over n tokens (n = 1 .. γ + 1; index 0 unused), measured at
+  // start-up and refined online from observe_verify() (moving average); draft_ms is measured
+  // online (running mean of this drafter's backbone time).
   bool schedule = false;
   std::vector<double> verify_ms;
+  // Copy head (spec/copy_head.h): slots with a prompt-lookup match take the copied token; the
+  // backbone runs only when a slot has none. Its online acceptance estimate is the slot's c_k.
+  bool copy = false;
+  CopyHeadConfig copy_cfg;
 };
 
 class DSparkDrafter : public Drafter {
@@ -58,27 +64,27 @@ class DSparkDrafter : public Drafter {
   Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
   Status draft(const DraftRequest& req, DraftResult* out) override;
   Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;
+  // Refines the verify-cost table of the cost-aware schedule with what rounds really cost.
+  void observe_verify(int n_tokens, double ms) override;
 
   const DSparkModel& model() const { return *model_; }
   const std::shared_ptr<const DSparkModel>& shared_model() const { return model_; }
   const DSparkOptions& options() const { return opt_; }
   int gamma() const { return gamma_; }
   const MarkovFastPathStats& fast_path_stats() const { return markov_.stats(); }
-  nlohmann::json stats() const override {
-    const MarkovFastPathStats& f = markov_.stats();
-    return {{"markov_fast_path", {{"slots", f.slots}, {"hits", f.hits}, {"fallbacks", f.fallbacks},
-                                  {"hit_rate", f.hit_rate()}, {"macs_full", f.macs_full},
-                                  {"macs_done", f.macs_done}, {"macs_saved", f.macs_saved()}}}};
-  }
+  nlohmann::json stats() const override;
   void reset_fast_path_stats() { markov_.reset_stats(); }
 
-  // Inspection of the last draft() (tests, debugging). Rows are slots 0..last_slots()-1.
+  // Inspection of the last draft() (tests, debugging). Rows are slots 0..last_slots()-1. With the
+  // copy head on, rows of copied slots are only valid if the backbone ran in that draft
+  // (last_backbone_ran()), and last_conf_logits() holds the drafter's slots only.
   int last_slots() const { return last_slots_; }                              // slots drawn
   const float* last_hidden() const { return hidden_.data(); }                  // [γ, H] post-final-norm
   const float* last_base_logits() const { return base_.data(); }               // [n, V_d] softcapped U
   // Markov-corrected s_k [V_d]; nullptr when the fast path skipped the full row.
   const float* last_logits(int slot) const;
   const std::vector<float>& last_conf_logits() const { return conf_logits_; }  // z_k of computed slots
+  bool last_backbone_ran() const { return backbone_ran_; }
   int64_t context_len() const { return ctx_.len; }
   const std::vector<float>& context_k(int64_t layer) const { return ctx_.k[(size_t)layer]; }  // [len, nKV, hd]
   const std::vector<float>& context_v(int64_t layer) const { return ctx_.v[(size_t)layer]; }
@@ -86,6 +92,7 @@ class DSparkDrafter : public Drafter {
  private:
   DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool);
   float confidence_logit(int slot, const float* w1_prev) const;
+  void run_backbone(int32_t anchor, int n_rows);
 
   std::shared_ptr<const DSparkModel> model_;
   DSparkOptions opt_;
@@ -99,8 +106,11 @@ class DSparkDrafter : public Drafter {
   std::vector<char> scores_valid_;  // [γ]
   std::vector<float> conf_logits_;  // [γ]
   int last_slots_ = 0;
+  bool backbone_ran_ = false;
+  CopyHead copy_;
+  int64_t backbone_rounds_ = 0, rounds_ = 0;
+  std::vector<double> verify_ms_;   // the schedule's cost table: opt_.verify_ms, refined online
   double draft_ms_ = 0;             // running mean of the backbone + LM head time per round
-  int64_t draft_rounds_ = 0;
 };
 
 }  // namespace dspark::spec

@@ -207,6 +207,39 @@ Result<DSparkConfig> parse_dspark_config(const std::string& text, const std::str
       c.sts_temperatures.push_back(v.get<float>());
     }
   }
+  // dspark extension: the copy head (prompt lookup in the sequential stage, spec/copy_head.h).
+  if (j.contains("dspark_copy_head") && !j["dspark_copy_head"].is_null()) {
+    const auto& h = j["dspark_copy_head"];
+    auto get = [&](const char* key, int* out) -> Status {
+      if (!h.contains(key)) return Status::ok();
+      // (integers only; prior_* are read below)
+      if (!h[key].is_number_integer() || h[key].get<int64_t>() < 1 || h[key].get<int64_t>() > 16)
+        return f.fail(std::string("dspark_copy_head.") + key, "must be an integer in [1, 16]");
+      *out = (int)h[key].get<int64_t>();
+      return Status::ok();
+    };
+    if (!h.is_object()) return f.fail("dspark_copy_head", "must be an object {max_ngram, min_ngram}");
+    DSPARK_RETURN_IF_ERROR(get("max_ngram", &c.copy_max_ngram));
+    DSPARK_RETURN_IF_ERROR(get("min_ngram", &c.copy_min_ngram));
+    if (c.copy_min_ngram > c.copy_max_ngram)
+      return f.fail("dspark_copy_head", "min_ngram exceeds max_ngram");
+    if (h.contains("prior_acceptance")) {
+      const auto& pa = h["prior_acceptance"];
+      if (!pa.is_array() || (int64_t)pa.size() != c.copy_max_ngram + 1)
+        return f.fail("dspark_copy_head.prior_acceptance", "must be an array of max_ngram + 1 numbers (drafter, n = 1..)");
+      for (const auto& v : pa) {
+        if (!v.is_number() || !(v.get<double>() >= 0.0 && v.get<double>() <= 1.0))
+          return f.fail("dspark_copy_head.prior_acceptance", "has an entry outside [0, 1]: " + v.dump());
+        c.copy_prior_acceptance.push_back(v.get<double>());
+      }
+    }
+    if (h.contains("prior_weight")) {
+      if (!h["prior_weight"].is_number() || !(h["prior_weight"].get<double>() > 0.0))
+        return f.fail("dspark_copy_head.prior_weight", "must be a positive number");
+      c.copy_prior_weight = h["prior_weight"].get<double>();
+    }
+    c.copy_head = true;
+  }
   return c;
 }
 

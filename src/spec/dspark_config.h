@@ -42,6 +42,12 @@ struct DSparkConfig {
   int64_t draft_vocab_size = 0;        // V_d: draft_vocab_size if given, else V (checked against d2t at load)
   bool has_draft_vocab_size = false;
   std::vector<float> sts_temperatures;  // dspark_sts_temperatures [<= γ]; empty = uncalibrated (T = 1)
+  // dspark_copy_head {"max_ngram", "min_ngram"}: the drafter is meant to run with its copy head
+  // (spec/copy_head.h); absent = off.
+  bool copy_head = false;
+  int copy_max_ngram = 3, copy_min_ngram = 1;
+  std::vector<double> copy_prior_acceptance;  // [max_ngram + 1] (n = 0: the drafter's slots); empty = none
+  double copy_prior_weight = 20.0;
 
   int64_t n_taps() const { return (int64_t)target_layer_ids.size(); }
 };

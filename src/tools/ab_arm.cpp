@@ -11,7 +11,7 @@ namespace {
 
 bool is_spec_key(const std::string& k) {
   return k == "draft-kind" || k == "draft-model" || k == "num-draft-tokens" || k == "draft-threshold" ||
-         k == "draft-schedule";
+         k == "draft-schedule" || k == "draft-copy";
 }
 
 bool valid_name(const std::string& s) {
@@ -33,7 +33,8 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
     return arm;
   }
   if (spec.empty()) return Status::error(where + "empty spec (use serial or key=value,...)");
-  bool seen_kind = false, seen_model = false, seen_gamma = false, seen_threshold = false, seen_schedule = false;
+  bool seen_kind = false, seen_model = false, seen_gamma = false, seen_threshold = false, seen_schedule = false,
+       seen_copy = false;
   for (size_t from = 0; from <= spec.size();) {  // every comma-separated item, empty ones included
     size_t to = spec.find(',', from);
     if (to == std::string::npos) to = spec.size();
@@ -42,7 +43,7 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
       return Status::error(where + "'" + item + "' is not key=value (keys: draft-kind, draft-model, "
-                           "num-draft-tokens, draft-threshold, draft-schedule; or the whole spec 'serial')");
+                           "num-draft-tokens, draft-threshold, draft-schedule, draft-copy; or the whole spec 'serial')");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto once = [&](bool& seen) {
       if (seen) return Status::error(where + key + " given twice");
@@ -78,9 +79,14 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
       if (value != "fixed" && value != "cost")
         return Status::error(where + "draft-schedule '" + value + "' is not fixed or cost");
       arm.drafter.schedule = value == "cost";
+    } else if (key == "draft-copy") {
+      DSPARK_RETURN_IF_ERROR(once(seen_copy));
+      if (value != "auto" && value != "on" && value != "off")
+        return Status::error(where + "draft-copy '" + value + "' is not auto, on or off");
+      arm.drafter.copy = value;
     } else {
       return Status::error(where + "unknown key '" + key + "' (draft-kind, draft-model, num-draft-tokens, "
-                           "draft-threshold, draft-schedule)");
+                           "draft-threshold, draft-schedule, draft-copy)");
     }
   }
   if (arm.drafter.kind == "auto" && arm.drafter.path.empty())

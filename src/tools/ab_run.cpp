@@ -125,7 +125,16 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
     if (!arm.spec.serial) {
       DrafterOptions d = arm.spec.drafter;
       d.n_ctx = set.n_ctx;
-      if (d.schedule) d.verify_ms = measure_verify_ms(*lm.model, std::max(d.gamma, 1) + 1, &pool);
+      if (d.schedule) {
+        d.verify_ms = measure_verify_ms(*lm.model, std::max(d.gamma, 1) + 1, &pool);
+        std::string curve;
+        char buf[48];
+        for (size_t n = 1; n < d.verify_ms.size(); ++n) {
+          std::snprintf(buf, sizeof buf, " %zu:%.1f", n, d.verify_ms[n]);
+          curve += buf;
+        }
+        std::fprintf(stderr, "dspark ab: arm %s: verify cost, ms by tokens:%s\n", arm.spec.name.c_str(), curve.c_str());
+      }
       auto b = make_drafter(d, lm, gp.sampler, &pool);
       if (!b) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), b.message().c_str()); return kExitBadInput; }
       bundles[k] = std::make_unique<DrafterBundle>(std::move(b).value());

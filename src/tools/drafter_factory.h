@@ -25,11 +25,12 @@ struct DrafterOptions {
   int64_t n_ctx = 4096;
   bool schedule = false;           // dspark: cost-aware draft length (needs verify_ms)
   std::vector<double> verify_ms;   // [γ + 2] target forward time over n tokens (measure_verify_ms)
+  std::string copy = "auto";       // dspark copy head: auto (as the drafter's config says) | on | off
 };
 
 // Times one target forward over n = 1 .. n_max new tokens (all-position logits, as verify runs)
-// after a 128-token context: medians of 3 at n = 1 and n = n_max, linear in between (the CPU verify
-// cost is close to linear beyond one token). Index 0 is unused. About 0.2 s for the 270M target.
+// after a 128-token context: the median of 5 (after one warm-up) at every n, then the
+// non-decreasing least-squares fit. Index 0 is unused. About 0.15 s per n for the 270M target.
 std::vector<double> measure_verify_ms(const model::Gemma3Model& model, int n_max, ThreadPool* pool);
 
 // Owns the drafter and whatever it needs to live (a draft model, its tokenizer).

@@ -22,7 +22,7 @@ int verb_generate(int argc, char** argv) {
   double temp = 0.0, top_p = 1.0, min_p = 0.0;
   bool chat = false, json = false, ignore_eos = false;
   std::vector<std::string> stops;
-  std::string draft_path, draft_kind, draft_schedule;
+  std::string draft_path, draft_kind, draft_schedule, draft_copy = "auto";
   bool no_spec = false;
   int64_t n_draft = 5;
   double draft_threshold = 0.0;
@@ -56,6 +56,8 @@ int verb_generate(int argc, char** argv) {
   args.add_flag("--no-spec", &no_spec, "plain decoding: do not mount the model's shipped default drafter");
   args.add("--draft-schedule", &draft_schedule, "dspark draft length: fixed (gamma / threshold) or cost (expected tokens\n"
            "per second from calibrated confidences and the measured verify cost, paper Algorithm 1)");
+  args.add("--draft-copy", &draft_copy, "dspark copy head (prompt lookup in the sequential stage): auto (as the\n"
+           "drafter's config says), on, off");
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark generate: %s\n", st.message().c_str());
     return kExitBadInput;
@@ -134,7 +136,8 @@ int verb_generate(int argc, char** argv) {
   nlohmann::json drafter_stats;
   if (speculative) {
     DrafterOptions dopt{.kind = draft_kind.empty() ? "auto" : draft_kind, .path = draft_path, .gamma = (int)n_draft,
-                        .threshold = draft_threshold, .n_ctx = n_ctx, .schedule = draft_schedule == "cost", .verify_ms = {}};
+                        .threshold = draft_threshold, .n_ctx = n_ctx, .schedule = draft_schedule == "cost", .verify_ms = {},
+                        .copy = draft_copy};
     auto bundle = make_drafter(dopt, *lm, params.sampler, &pool);
     if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
     if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it

@@ -62,6 +62,7 @@ class OwningDrafter : public spec::Drafter {
   Status commit(std::span<const int32_t> committed, int64_t pos, const spec::TapRows& taps) override {
     return b_.drafter->commit(committed, pos, taps);
   }
+  void observe_verify(int n_tokens, double ms) override { b_.drafter->observe_verify(n_tokens, ms); }
   nlohmann::json stats() const override { return b_.drafter->stats(); }
 
  private:
@@ -76,7 +77,8 @@ std::string model_id(const std::string& spec, const std::string& path) {
 }  // namespace
 
 int verb_serve(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, draft_path, draft_kind;
+  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, draft_path, draft_kind,
+              draft_copy = "auto";
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
   int64_t n_draft = -1, max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
   int64_t drain_s = 10, http_threads = 0;
@@ -96,6 +98,8 @@ int verb_serve(int argc, char** argv) {
   args.add("--draft-threshold", &draft_threshold, "dspark: stop drafting at the first slot with confidence below this",
            0.0, 1.0);
   args.add_flag("--no-spec", &no_spec, "no drafter: serial decoding only");
+  args.add("--draft-copy", &draft_copy, "dspark copy head (prompt lookup in the sequential stage): auto (as the\n"
+           "drafter's config says), on, off");
   args.add("--host", &host, "address to listen on (default: localhost only)");
   args.add("--port", &port, "TCP port (0: any free port, printed at start)", 0, 65535);
   args.add("--api-key", &api_key, "require 'Authorization: Bearer KEY' on /v1/*, /stats and /metrics");
@@ -165,6 +169,7 @@ int verb_serve(int argc, char** argv) {
     if (n_draft >= 0) dopt.gamma = (int)n_draft;
     dopt.threshold = draft_threshold;
     dopt.n_ctx = n_ctx;
+    dopt.copy = draft_copy;
     auto first = make_drafter(dopt, *lm, {}, &pool);
     if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
     if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it

@@ -188,5 +188,56 @@ TEST(DraftNet, MatchesServingForward) {
   }
 }
 
+// The copy head inside the serving drafter: a repeating history is drafted by lookup alone (no
+// backbone), and a slot without a match is the drafter's own prediction.
+TEST(DraftNet, CopyHeadInTheServingDrafter) {
+  auto f = make_fixture(1, 4, 4, 91);
+  const std::string dir = ::testing::TempDir() + "dspark_train_copy";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
+  spec::TargetTables tables{f->qtable, f->qtable, kV, kH};
+  ThreadPool pool(1);
+  auto load = [&](bool copy) {
+    spec::DSparkOptions opt;
+    opt.copy = copy;
+    auto d = spec::DSparkDrafter::load(dir, spec::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+    EXPECT_TRUE(d.is_ok()) << d.message();
+    return std::move(d).value();
+  };
+  Rng rng(5);
+  auto taps_for = [&](int64_t n, std::vector<std::vector<float>>& store) {
+    store.assign(2, std::vector<float>((size_t)(n * kH)));
+    for (auto& t : store)
+      for (float& x : t) x = (float)normal(rng);
+    return spec::TapRows{{store[0].data(), store[1].data()}, n, kH};
+  };
+  std::vector<std::vector<float>> store;
+  {  // 1 2 3 4 1 2 3 4 1 2, pending 3: every slot is a copy (4 1 2 3), no backbone.
+    auto d = load(true);
+    const std::vector<int32_t> prompt = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
+    ASSERT_TRUE(d->begin(prompt, taps_for(10, store)).is_ok());
+    spec::DraftResult out;
+    ASSERT_TRUE(d->draft({3, 10, 4, 0.0f, nullptr}, &out).is_ok());
+    EXPECT_EQ(out.tokens, (std::vector<int32_t>{4, 1, 2, 3}));
+    EXPECT_FALSE(d->last_backbone_ran());
+    // The target accepts two: the history continues 3 4 1.
+    ASSERT_TRUE(d->commit(std::vector<int32_t>{3, 4, 1}, 10, taps_for(3, store)).is_ok());
+    EXPECT_EQ(d->stats()["copy_head"]["slots_copied_accepted"], 2u);
+  }
+  {  // No earlier occurrence of the pending token: slot 0 is the drafter's, as without the copy head.
+    auto on = load(true), off = load(false);
+    const std::vector<int32_t> prompt = {10, 11, 12, 13, 14, 15};
+    const auto rows = taps_for(6, store);
+    ASSERT_TRUE(on->begin(prompt, rows).is_ok());
+    ASSERT_TRUE(off->begin(prompt, rows).is_ok());
+    spec::DraftResult a, b;
+    ASSERT_TRUE(on->draft({16, 6, 4, 0.0f, nullptr}, &a).is_ok());
+    ASSERT_TRUE(off->draft({16, 6, 4, 0.0f, nullptr}, &b).is_ok());
+    ASSERT_EQ(a.tokens.size(), 4u);
+    EXPECT_TRUE(on->last_backbone_ran());
+    EXPECT_EQ(a.tokens[0], b.tokens[0]);
+  }
+}
+
 }  // namespace
 }  // namespace dspark::train

@@ -1,0 +1,94 @@
+#include "spec/copy_head.h"
+
+#include <algorithm>
+
+namespace dspark::spec {
+
+CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
+  cfg_.max_ngram = std::max(cfg_.max_ngram, 1);
+  cfg_.min_ngram = std::clamp(cfg_.min_ngram, 1, cfg_.max_ngram);
+  const size_t kinds = (size_t)cfg_.max_ngram + 1;
+  tries_.assign(kinds, 0.0);
+  accepts_.assign(kinds, 0.0);
+  prior_tries_.assign(kinds, 2.0);
+  prior_accepts_.assign(kinds, 1.0);
+  if (!cfg_.prior_acceptance.empty()) {
+    cfg_.explore_evaluations = 0;
+    for (size_t n = 0; n < kinds && n < cfg_.prior_acceptance.size(); ++n) {
+      prior_tries_[n] = cfg_.prior_weight;
+      prior_accepts_[n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance[n], 0.0, 1.0);
+    }
+  }
+}
+
+void CopyHead::begin(std::span<const int32_t> prompt) {
+  seq_.assign(prompt.begin(), prompt.end());
+  committed_len_ = (int64_t)seq_.size();
+  drafted_src_.clear();
+}
+
+void CopyHead::start_draft(int32_t pending) {
+  seq_.resize((size_t)committed_len_);
+  seq_.push_back(pending);
+  drafted_src_.clear();
+}
+
+CopyProposal CopyHead::propose() const {
+  const int64_t len = (int64_t)seq_.size();
+  for (int n = (int)std::min<int64_t>(cfg_.max_ngram, len - 1); n >= cfg_.min_ngram; --n) {
+    const int32_t* suffix = seq_.data() + len - n;
+    // Latest start s < len - n whose n tokens equal the suffix; its successor is seq_[s + n].
+    for (int64_t s = len - n - 1; s >= 0; --s)
+      if (std::equal(suffix, suffix + n, seq_.data() + s)) return {seq_[(size_t)(s + n)], n};
+  }
+  return {};
+}
+
+void CopyHead::push(int32_t token, int src_n) {
+  seq_.push_back(token);
+  drafted_src_.push_back(src_n);
+  if (src_n > 0) ++slots_proposed_;
+  else ++drafter_slots_;
+}
+
+double CopyHead::confidence(int n) const {
+  const size_t i = (size_t)std::clamp(n, 0, cfg_.max_ngram);
+  return (accepts_[i] + prior_accepts_[i]) / (tries_[i] + prior_tries_[i]);
+}
+
+double CopyHead::schedule_confidence(int n) const {
+  const size_t i = (size_t)std::clamp(n, 0, cfg_.max_ngram);
+  return tries_[i] < (double)cfg_.explore_evaluations ? 1.0 : confidence(n);
+}
+
+bool CopyHead::commit(std::span<const int32_t> committed, int64_t pos) {
+  if (pos != committed_len_ || committed.empty()) return false;
+  // Slot i was evaluated by the target iff slots < i were all accepted; it was accepted iff
+  // i < accepted. Later slots tell nothing about the copy head.
+  const size_t accepted = committed.size() - 1;
+  for (size_t i = 0; i < drafted_src_.size() && i <= accepted; ++i) {
+    const int n = std::max(drafted_src_[i], 0);  // bucket 0: the drafter's own slots
+    tries_[(size_t)n] += 1.0;
+    if (i < accepted) {
+      accepts_[(size_t)n] += 1.0;
+      if (n > 0) ++slots_accepted_;
+    }
+  }
+  drafted_src_.clear();
+  seq_.resize((size_t)committed_len_);
+  seq_.insert(seq_.end(), committed.begin(), committed.end());
+  committed_len_ = (int64_t)seq_.size();
+  return true;
+}
+
+nlohmann::json CopyHead::stats() const {
+  nlohmann::json by_n = nlohmann::json::array();
+  for (int n = cfg_.min_ngram; n <= cfg_.max_ngram; ++n)
+    by_n.push_back({{"n", n}, {"evaluated", tries_[(size_t)n]}, {"accepted", accepts_[(size_t)n]},
+                    {"confidence", confidence(n)}});
+  return {{"slots_copied", slots_proposed_}, {"slots_copied_accepted", slots_accepted_},
+          {"slots_drafter", drafter_slots_}, {"drafter_slots_evaluated", tries_[0]},
+          {"drafter_slots_accepted", accepts_[0]}, {"by_match_length", by_n}};
+}
+
+}  // namespace dspark::spec

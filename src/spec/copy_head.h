@@ -1,0 +1,79 @@
+// The DSpark drafter's copy head: prompt lookup inside the sequential stage.
+//
+// Slot by slot (like the Markov head, it sees the tokens drafted before slot k), the copy head
+// looks up the latest earlier occurrence of the last n tokens of committed + pending + drafted
+// (n = max_ngram down to min_ngram) and proposes the token that followed it. A slot with a
+// proposal takes it (the drafter's backbone is not needed for it); a slot without one falls back
+// to the drafter's own prediction. Greedy: q is one-hot at temperature > 0, so verification stays
+// lossless. Its acceptance is estimated online per match length n (Beta prior, counted from what
+// the target accepted), which plays the role of a calibrated confidence c_k for the cost-aware
+// draft length and the threshold. The drafter's own slots are counted too (n = 0), so the
+// cost-aware schedule can decide whether a backbone pass is worth running before it runs.
+// Thread safety: one CopyHead per request state.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dspark::spec {
+
+struct CopyHeadConfig {
+  int max_ngram = 3;
+  int min_ngram = 1;
+  // Prior of a slot kind's conditional acceptance: prior_acceptance[n] (n = 0: the drafter's own
+  // slots, n >= 1: copies with match length n), worth prior_weight evaluations. Calibrated offline
+  // (scripts/calibrate_copy_head.py on regen shards) and stored in the drafter's config; empty =
+  // uninformed (0.5, worth 2 evaluations) plus exploration.
+  std::vector<double> prior_acceptance;
+  double prior_weight = 20.0;
+  // Exploration (uninformed prior only): until a slot kind has been evaluated this many times, the
+  // cost-aware schedule treats it as certain, so a pessimistic start cannot keep it from ever being
+  // drafted (and its estimate from ever being learned).
+  int explore_evaluations = 8;
+};
+
+struct CopyProposal {
+  int32_t token = -1;  // -1: no match
+  int n = 0;           // match length used
+};
+
+class CopyHead {
+ public:
+  explicit CopyHead(CopyHeadConfig cfg = {});
+
+  // A new request: the committed history.
+  void begin(std::span<const int32_t> prompt);
+  // Start of a draft: the pending (anchor) token; proposals are then made over
+  // history + pending + push()ed drafts.
+  void start_draft(int32_t pending);
+  CopyProposal propose() const;
+  // Appends the token chosen for the slot; src_n = match length when it came from the copy head,
+  // 0 when it came from the drafter.
+  void push(int32_t token, int src_n);
+  // Estimated conditional acceptance of a copied slot with match length n; n = 0: of a slot the
+  // drafter filled (what a backbone pass is expected to earn before it is run).
+  double confidence(int n) const;
+  // The confidence the cost-aware schedule uses: 1 while slot kind n is still being explored.
+  double schedule_confidence(int n) const;
+  // The round's outcome: committed = [pending, accepted drafts...] at position pos. Updates the
+  // acceptance counts of the copied slots that the target evaluated, then appends to the history.
+  // Returns false if pos does not continue the history.
+  bool commit(std::span<const int32_t> committed, int64_t pos);
+
+  int64_t history_len() const { return committed_len_; }
+  nlohmann::json stats() const;
+
+ private:
+  CopyHeadConfig cfg_;
+  std::vector<int32_t> seq_;        // committed history, then (during a draft) pending + drafts
+  int64_t committed_len_ = 0;
+  std::vector<int> drafted_src_;    // match length per drafted slot of the current draft (0: drafter)
+  std::vector<double> tries_, accepts_;  // per n [max_ngram + 1]; n = 0: the drafter's slots
+  std::vector<double> prior_tries_, prior_accepts_;  // pseudo-counts per n
+  uint64_t slots_proposed_ = 0, slots_accepted_ = 0, drafter_slots_ = 0;
+};
+
+}  // namespace dspark::spec

@@ -1,0 +1,115 @@
+// The DSpark copy head: lookups over history + pending + drafts, longest match first, and the
+// online acceptance counts (only slots the target evaluated count).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "spec/copy_head.h"
+
+namespace dspark::spec {
+namespace {
+
+CopyHeadConfig cfg(int max_ngram, int min_ngram) {
+  CopyHeadConfig c;
+  c.max_ngram = max_ngram;
+  c.min_ngram = min_ngram;
+  return c;
+}
+
+TEST(CopyHead, ProposesTheSuccessorOfTheLatestLongestMatch) {
+  CopyHead h(cfg(3, 1));
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 5, 6};
+  h.begin(prompt);
+  h.start_draft(7);  // ... 5 6 7 -> matches [0, 3): successor 8
+  CopyProposal p = h.propose();
+  EXPECT_EQ(p.token, 8);
+  EXPECT_EQ(p.n, 3);
+  h.push(8, p.n);  // ... 5 6 7 8 -> successor 9
+  p = h.propose();
+  EXPECT_EQ(p.token, 9);
+  EXPECT_EQ(p.n, 3);
+  h.push(42, 0);  // a drafter token nobody saw before: no match of any length
+  p = h.propose();
+  EXPECT_EQ(p.token, -1);
+  EXPECT_EQ(p.n, 0);
+}
+
+TEST(CopyHead, ShorterMatchWhenTheLongOneIsAbsentAndLatestOccurrenceWins) {
+  CopyHead h(cfg(3, 2));
+  h.begin(std::vector<int32_t>{1, 2, 3, 9, 2, 3, 4});
+  h.start_draft(2);  // suffix "4 2": absent; "... 3 4 2"? absent; n = 2 "4 2" absent -> none (min 2)
+  EXPECT_EQ(h.propose().token, -1);
+  h.start_draft(3);  // suffix "4 3" absent; n = 2 fails; min_ngram 2 -> none
+  EXPECT_EQ(h.propose().token, -1);
+  CopyHead h1(cfg(3, 1));
+  h1.begin(std::vector<int32_t>{1, 2, 3, 9, 2, 3, 4});
+  h1.start_draft(3);  // n = 1: latest earlier "3" is at index 5 -> successor 4
+  const CopyProposal p = h1.propose();
+  EXPECT_EQ(p.token, 4);
+  EXPECT_EQ(p.n, 1);
+}
+
+TEST(CopyHead, CountsOnlyEvaluatedCopiedSlots) {
+  CopyHead h(cfg(3, 1));
+  EXPECT_DOUBLE_EQ(h.confidence(3), 0.5);
+  h.begin(std::vector<int32_t>{1, 2, 3, 1, 2});
+  h.start_draft(3);
+  h.push(1, 3);
+  h.push(2, 3);
+  h.push(50, 0);
+  h.push(3, 2);
+  // Target accepted 2 drafts: slots 0, 1 accepted; slot 2 (drafter) rejected; slot 3 unseen.
+  const std::vector<int32_t> committed = {3, 1, 2};
+  ASSERT_TRUE(h.commit(committed, 5));
+  EXPECT_DOUBLE_EQ(h.confidence(3), (2.0 + 1.0) / (2.0 + 2.0));
+  EXPECT_DOUBLE_EQ(h.confidence(2), 0.5);  // slot 3 was never evaluated
+  EXPECT_DOUBLE_EQ(h.confidence(0), 1.0 / 3.0);  // the drafter's slot 2: evaluated, rejected
+  EXPECT_DOUBLE_EQ(h.schedule_confidence(3), 1.0) << "2 evaluations < 8: still exploring";
+  EXPECT_EQ(h.history_len(), 8);
+  // A rejected copied slot at position 0.
+  h.start_draft(7);
+  h.push(3, 3);
+  ASSERT_TRUE(h.commit(std::vector<int32_t>{7}, 8));
+  EXPECT_DOUBLE_EQ(h.confidence(3), (2.0 + 1.0) / (3.0 + 2.0));
+  EXPECT_FALSE(h.commit(std::vector<int32_t>{7}, 3)) << "a commit that does not continue the history";
+  const auto j = h.stats();
+  EXPECT_EQ(j["slots_copied"], 4u);
+  EXPECT_EQ(j["slots_copied_accepted"], 2u);
+  EXPECT_EQ(j["slots_drafter"], 1u);
+}
+
+TEST(CopyHead, ScheduleUsesTheEstimateOnceExplored) {
+  CopyHead h({.max_ngram = 2, .min_ngram = 1, .prior_acceptance = {}, .prior_weight = 20, .explore_evaluations = 2});
+  h.begin(std::vector<int32_t>{1, 2});
+  for (int r = 0; r < 2; ++r) {  // two rejected copied slots of match length 1
+    h.start_draft(1);
+    EXPECT_DOUBLE_EQ(h.schedule_confidence(1), 1.0);
+    h.push(2, 1);
+    ASSERT_TRUE(h.commit(std::vector<int32_t>{1}, h.history_len()));
+  }
+  EXPECT_DOUBLE_EQ(h.schedule_confidence(1), 0.25);
+  EXPECT_DOUBLE_EQ(h.schedule_confidence(1), h.confidence(1));
+}
+
+TEST(CopyHead, CalibratedPriorsAndNoExploration) {
+  CopyHead h({.max_ngram = 2, .min_ngram = 1, .prior_acceptance = {0.2, 0.3, 0.9}, .prior_weight = 10,
+               .explore_evaluations = 8});
+  EXPECT_DOUBLE_EQ(h.confidence(0), 0.2);
+  EXPECT_DOUBLE_EQ(h.schedule_confidence(2), 0.9) << "a calibrated prior needs no exploration";
+  h.begin(std::vector<int32_t>{1, 2, 1});
+  h.start_draft(2);
+  h.push(1, 2);
+  ASSERT_TRUE(h.commit(std::vector<int32_t>{2}, 3));  // rejected
+  EXPECT_DOUBLE_EQ(h.confidence(2), 9.0 / 11.0);
+}
+
+TEST(CopyHead, CommitWithoutDraftAppends) {
+  CopyHead h;
+  h.begin(std::vector<int32_t>{4, 5});
+  ASSERT_TRUE(h.commit(std::vector<int32_t>{4}, 2));
+  h.start_draft(5);  // 4 5 4 5 -> successor of the latest earlier "4 5"... is 4
+  EXPECT_EQ(h.propose().token, 4);
+}
+
+}  // namespace
+}  // namespace dspark::spec
