@@ -29,6 +29,23 @@ std::string cell(std::string s) {
 
 }  // namespace
 
+// Prompt indices per category, categories in first-seen order.
+std::vector<std::pair<std::string, std::vector<size_t>>> by_category(const AbReport& r) {
+  std::vector<std::pair<std::string, std::vector<size_t>>> out;
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& c) { return c.first == r.prompts[i].category; });
+    if (it == out.end()) out.push_back({r.prompts[i].category, {i}});
+    else it->second.push_back(i);
+  }
+  return out;
+}
+
+ArmSummary summarize_subset(const std::vector<PromptRecord>& records, const std::vector<size_t>& idx) {
+  std::vector<PromptRecord> sub;
+  for (size_t i : idx) sub.push_back(records[i]);
+  return summarize(sub);
+}
+
 bool AbReport::pass() const {
   return std::all_of(comparisons.begin(), comparisons.end(), [](const AbComparison& c) { return c.verdict.pass; });
 }
@@ -89,6 +106,16 @@ nlohmann::json to_json(const AbReport& r) {
     per_prompt.push_back({{"category", r.prompts[i].category}, {"prompt_tokens", r.prompts[i].prompt_tokens},
                           {"arms", pa}});
   }
+  nlohmann::json cats = nlohmann::json::array();
+  for (const auto& [name, idx] : by_category(r)) {
+    nlohmann::json ca = nlohmann::json::array();
+    for (size_t k = 0; k < r.arms.size(); ++k) {
+      const ArmSummary a = summarize_subset(r.records[k], idx);
+      ca.push_back({{"name", r.arms[k].spec.name}, {"tok_s", a.tok_s()}, {"tau", a.tau()},
+                    {"acceptance", opt_json(a.acceptance())}});
+    }
+    cats.push_back({{"category", name}, {"n_prompts", idx.size()}, {"arms", ca}});
+  }
   return {{"model", s.model},
           {"prompts_file", s.prompts_file},
           {"n_prompts", r.prompts.size()},
@@ -104,6 +131,7 @@ nlohmann::json to_json(const AbReport& r) {
           {"rule", {{"min_accept_delta_pts", s.rule.min_accept_delta_pts}, {"min_speed_ratio", s.rule.min_speed_ratio}}},
           {"arms", arms},
           {"comparisons", comps},
+          {"per_category", cats},
           {"pass", r.pass()},
           {"per_prompt", per_prompt}};
 }
@@ -136,6 +164,27 @@ std::string to_markdown(const AbReport& r) {
       const auto by_pos = sums[k].acceptance_by_pos();
       md += "| " + cell(r.arms[k].spec.name) + " |";
       for (size_t i = 0; i < max_gamma; ++i) md.append(" ").append(i < by_pos.size() ? pct(by_pos[i]) : "").append(" |");
+      md += "\n";
+    }
+  }
+  const auto cats = by_category(r);
+  if (cats.size() > 1 && r.arms.size() > 1) {
+    md += "\nper category: speed ratio to " + cell(r.arms[0].spec.name) + " (aggregate tokens / time) and tau\n\n"
+          "| category | prompts |";
+    std::string rule = "|---|---|";
+    for (size_t k = 1; k < r.arms.size(); ++k) {
+      md.append(" ").append(cell(r.arms[k].spec.name)).append(" |");  // (append: GCC 12 -Wrestrict false positive)
+      rule += "---|";
+    }
+    md.append("\n").append(rule).append("\n");
+    for (const auto& [name, idx] : cats) {
+      const double base = summarize_subset(r.records[0], idx).tok_s();
+      md.append("| ").append(cell(name)).append(" | ").append(std::to_string(idx.size())).append(" |");
+      for (size_t k = 1; k < r.arms.size(); ++k) {
+        const ArmSummary a = summarize_subset(r.records[k], idx);
+        md.append(" ").append(fmt("%.2fx", base > 0 ? a.tok_s() / base : 0.0)).append(" (tau ");
+        md.append(fmt("%.2f", a.tau())).append(") |");
+      }
       md += "\n";
     }
   }
