@@ -1,13 +1,16 @@
 // dspark quantize-drafter: a dense DSpark checkpoint -> a quantized sibling directory (src/quant/,
 // docs/QUANT-FORMAT.md), reloaded against the target and drafted once before it is renamed into place.
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/threadpool.h"
+#include "formats/safetensors.h"
 #include "model/gemma3.h"
 #include "quant/convert.h"
 #include "tools/args.h"
 #include "tools/drafter_smoke.h"
+#include "tools/progress.h"
 #include "tools/registry.h"
 #include "tools/verbs.h"
 
@@ -80,11 +83,14 @@ int verb_quantize_drafter(int argc, char** argv) {
       smoke = r.value();
       return Status::ok();
     };
+  std::unique_ptr<ProgressBar> bar;
   opt.progress = [&](const std::string& name, int64_t i, int64_t n) {
-    if (!json) std::fprintf(stderr, "\rquantize-drafter: [%lld/%lld] %-48s", (long long)i + 1, (long long)n, name.c_str());
+    if (!bar) bar = std::make_unique<ProgressBar>("quantize-drafter", (uint64_t)n, " tensors");
+    bar->set_suffix(name);
+    bar->update((uint64_t)i);
+    if (i + 1 == n) bar->update((uint64_t)n);
   };
   auto rep = quant::quantize_checkpoint(opt);
-  if (!json) std::fprintf(stderr, "\n");
   if (!rep) return fail(rep.message(), check_failed ? 1 : kExitBadInput);
 
   if (json) {
@@ -100,11 +106,11 @@ int verb_quantize_drafter(int argc, char** argv) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("%-44s %-14s %-7s %-26s %10s %10s %9s\n", "tensor", "shape", "from", "to", "bytes in", "bytes out", "nmse");
+  std::printf("%-36s %-13s %-11s %-30s %10s %10s %9s\n", "tensor", "shape", "from", "to", "bytes in", "bytes out", "nmse");
   for (const auto& x : rep->tensors) {
-    const std::string shape = "[" + std::to_string(x.shape[0]) + (x.shape.size() > 1 ? ", " + std::to_string(x.shape[1]) : "") + "]";
+    const std::string shape = formats::st_shape_string(x.shape);
     if (x.spec.quantized())
-      std::printf("%-44s %-14s %-7s %-26s %10llu %10llu %9.2e\n", x.name.c_str(), shape.c_str(), x.source.c_str(),
+      std::printf("%-36s %-13s %-11s %-30s %10llu %10llu %9.2e\n", x.name.c_str(), shape.c_str(), x.source.c_str(),
                   quant::spec_string(x.spec).c_str(), (unsigned long long)x.bytes_before, (unsigned long long)x.bytes_after,
                   x.nmse);
   }
