@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/f16.h"
 #include "core/status.h"
 #include "quant/cpu/qcpu.h"
+#include "quant/pack.h"
 #include "quant/qmatrix.h"
 
 namespace dspark::quant {
@@ -87,8 +89,22 @@ void matmul_rows(kernels::MatmulContext& ctx, const QuantMatrix& w, const int64_
   for_units(ctx, n_sel, [&](int64_t i0, int64_t i1) { fn(a, i0, i1); });
 }
 
+// Allocation-free (gathers run per draft slot): codes unpacked 256 at a time.
 void dequantize_row(const QuantMatrix& w, int64_t r, float* out, kernels::Isa isa) {
-  dequantize_row_stored_ref(w, r, out);
+  constexpr int64_t kChunk = 256;
+  uint8_t codes[kChunk];
+  const int64_t n = w.n_cols, g = w.spec.group_size, ng = w.n_groups();
+  const uint8_t* row = w.codes + r * w.row_bytes();
+  const uint16_t* sc = w.scales + r * ng;
+  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - j0);  // n is a multiple of 32: whole bytes
+    unpack_codes(row + j0 * w.spec.bits / 8, m, w.spec.bits, codes);
+    for (int64_t j = j0; j < j0 + m; ++j) {
+      const float s = bf16_to_fp32(sc[j / g]);
+      if (w.spec.method == Method::kTurbo) out[j] = s * w.turbo->levels[codes[j - j0]];
+      else out[j] = s * (float)codes[j - j0] + bf16_to_fp32(w.biases[r * ng + j / g]);
+    }
+  }
   if (w.spec.method == Method::kTurbo) unrotate(w.turbo->rot, out, isa);
 }
 

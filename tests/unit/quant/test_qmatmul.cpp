@@ -150,9 +150,12 @@ TEST(QuantMatmul, DequantizeRowIsTheOriginalBasis) {
     const std::vector<float> x = random_x(cols, 4);
     std::vector<float> y((size_t)rows);
     matmul_ref(m.q, x.data(), 1, y.data(), rows);
-    std::vector<float> row((size_t)cols);
+    std::vector<float> row((size_t)cols), stored((size_t)cols);
     for (int64_t r = 0; r < rows; ++r) {
       dequantize_row(m.q, r, row.data());
+      dequantize_row_stored_ref(m.q, r, stored.data());  // the reference gather: stored row, un-rotated
+      if (spec.method == Method::kTurbo) unrotate_ref(m.q.turbo->rot, stored.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), stored.data(), (size_t)cols * 4)) << spec_string(spec) << " row " << r;
       double d = 0, a = 0;
       for (int64_t j = 0; j < cols; ++j) {
         d += (double)row[(size_t)j] * x[(size_t)j];
