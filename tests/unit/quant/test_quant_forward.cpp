@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -167,6 +168,37 @@ TEST_F(QuantForward, QuantizedForwardEqualsDequantizedDenseForward) {
     EXPECT_LT(max_rel_diff(a.logits, b.logits), kTolQuantVsDequant);
     // The exact Markov fast path (w2 row norms of the dequantized rows) picks the same tokens.
     EXPECT_EQ(run(q, true).tokens, a.tokens);
+  }
+}
+
+TEST_F(QuantForward, OwnEmbeddingTableIsQuantizedAndGathered) {
+  // A drafter with its own embed_tokens [V, H] (the gather table of the block input rows).
+  auto f = formats::SafetensorsFile::open(dense_ + "/model.safetensors");
+  ASSERT_TRUE(f.is_ok());
+  std::vector<formats::StWriteTensor> ts;
+  for (const auto& i : f->tensors()) {
+    const uint8_t* p = f->data(i);
+    ts.push_back({i.name, i.dtype, i.shape, std::vector<uint8_t>(p, p + i.n_bytes)});
+  }
+  formats::StWriteTensor e{"embed_tokens.weight", formats::StDType::kF32, {shape_.V, shape_.H}, {}};
+  e.bytes.resize(table_.data.size() * 4);
+  for (size_t i = 0; i < table_.data.size(); ++i) {
+    const float v = 0.5f * table_.data[(table_.data.size() - 1 - i)];  // not the target's table
+    std::memcpy(&e.bytes[i * 4], &v, 4);
+  }
+  ts.push_back(std::move(e));
+  f = Result<formats::SafetensorsFile>(Status::error("closed"));
+  ASSERT_TRUE(formats::write_safetensors(dense_ + "/model.safetensors", ts).is_ok());
+  for (auto [name, spec] : {std::pair<const char*, QuantSpec>{"e_turbo", {Method::kTurbo, 3, 32}},
+                            {"e_affine", {Method::kAffine, 4, 64}}}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(convert(name, spec).is_ok());
+    const std::string q = (tmp_ / name).string();
+    auto st = formats::SafetensorsModel::open_dir(q + "/");
+    ASSERT_EQ(st->find("embed_tokens.weight")->dtype, formats::StDType::kU32);
+    const Run a = run(q, false), b = run(write_dequantized(q), false);
+    EXPECT_LT(max_rel_diff(a.hidden, b.hidden), kTolQuantVsDequant);
+    EXPECT_LT(max_rel_diff(a.logits, b.logits), kTolQuantVsDequant);
   }
 }
 
