@@ -23,11 +23,12 @@ constexpr Verb kVerbs[] = {
     {"inspect", dspark::tools::verb_inspect, "print a GGUF file's metadata and tensor table"},
     {"regen", dspark::tools::verb_regen, "target answers training prompts -> shards for drafter training"},
     {"train-drafter", dspark::tools::verb_train_drafter, "train a DSpark drafter on regen shards"},
+    {"quantize-drafter", dspark::tools::verb_quantize_drafter, "quantize a DSpark drafter checkpoint (affine MLX or TurboQuant)"},
 };
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: dspark <command> [options]   (dspark <command> --help for details)\n\ncommands:\n");
-  for (const Verb& v : kVerbs) std::fprintf(out, "  %-14s %s\n", v.name, v.summary);
+  for (const Verb& v : kVerbs) std::fprintf(out, "  %-16s %s\n", v.name, v.summary);
 }
 
 }  // namespace

@@ -40,12 +40,12 @@ constexpr DTypeRow kDTypes[kStDTypeCount] = {
     {StDType::kF64, "F64", 8}, {StDType::kF32, "F32", 4}, {StDType::kF16, "F16", 2},
     {StDType::kBF16, "BF16", 2}, {StDType::kI64, "I64", 8}, {StDType::kI32, "I32", 4},
     {StDType::kI16, "I16", 2}, {StDType::kI8, "I8", 1}, {StDType::kU8, "U8", 1},
-    {StDType::kBool, "BOOL", 1},
+    {StDType::kBool, "BOOL", 1}, {StDType::kU32, "U32", 4},
 };
 
 // dtypes of the reference implementation this reader does not support (a clearer message than
 // "unknown").
-constexpr const char* kKnownUnsupported[] = {"U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0",
+constexpr const char* kKnownUnsupported[] = {"U16", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0",
                                              "F4", "F6_E2M3", "F6_E3M2", "C64"};
 
 

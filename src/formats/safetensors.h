@@ -41,12 +41,13 @@
 
 namespace dspark::formats {
 
-enum class StDType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool };
-inline constexpr int kStDTypeCount = 10;
+enum class StDType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool, kU32 };
+inline constexpr int kStDTypeCount = 11;
 
-// Bytes per element: 8, 4, 2, 2, 8, 4, 2, 1, 1, 1.
+// Bytes per element: 8, 4, 2, 2, 8, 4, 2, 1, 1, 1, 4.
 size_t st_dtype_size(StDType t);
-// The header spelling: "F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL";
+// The header spelling: "F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL", "U32"
+// (U32: MLX packed quantized weights, docs/QUANT-FORMAT.md);
 // "invalid" for a value outside the enum.
 const char* st_dtype_name(StDType t);
 // Inverse of st_dtype_name (exact, case-sensitive); false for any other string.

@@ -34,7 +34,9 @@ MarkovHead::MarkovHead(const DSparkModel& model, int top_k) : m_(model) {
   zin_.resize((size_t)(2 * r_ + H_));
   y_.resize((size_t)(3 * r_));
   heap_.reserve((size_t)max_k_ + 1);
-  rows_.resize((size_t)max_k_ * model.weights().markov_w2.row_stride);
+  const quant::DraftMatrix& w2 = model.weights().markov_w2;
+  if (!w2.is_quantized()) rows_.resize((size_t)max_k_ * w2.dense_matrix().row_stride);  // gathered dense rows
+  cand_rows_.resize((size_t)max_k_);
   cand_bias_.resize((size_t)max_k_);
 }
 
@@ -42,8 +44,7 @@ void MarkovHead::reset() { std::fill(s_.begin(), s_.end(), 0.0f); }
 
 void MarkovHead::prepare(int32_t prev, const float* h_k, kernels::MatmulContext& mm) {
   const DSparkWeights& w = m_.weights();
-  const kernels::QMatrix& w1 = w.markov_w1;
-  kernels::dequantize_row(w1.type, static_cast<const uint8_t*>(w1.data) + (size_t)w.markov_w1_row(prev) * w1.row_stride, e_.data(), r_);
+  w.markov_w1.dequantize_row(w.markov_w1_row(prev), e_.data());
   switch (m_.config().markov_type) {
     case MarkovHeadType::kVanilla:
       std::copy(e_.begin(), e_.end(), u_.begin());
@@ -52,7 +53,7 @@ void MarkovHead::prepare(int32_t prev, const float* h_k, kernels::MatmulContext&
       // u = σ(G·[h ; e] + b) ⊙ e  (h first)
       std::memcpy(zin_.data(), h_k, (size_t)H_ * 4);
       std::memcpy(zin_.data() + H_, e_.data(), (size_t)r_ * 4);
-      kernels::matmul(mm, w.gate_w, zin_.data(), 1, y_.data(), r_);
+      w.gate_w.matmul(mm, zin_.data(), 1, y_.data(), r_);
       for (int64_t i = 0; i < r_; ++i) u_[(size_t)i] = sigmoid(y_[(size_t)i] + w.gate_b[(size_t)i]) * e_[(size_t)i];
       break;
     }
@@ -61,7 +62,7 @@ void MarkovHead::prepare(int32_t prev, const float* h_k, kernels::MatmulContext&
       std::memcpy(zin_.data(), s_.data(), (size_t)r_ * 4);
       std::memcpy(zin_.data() + r_, e_.data(), (size_t)r_ * 4);
       std::memcpy(zin_.data() + 2 * r_, h_k, (size_t)H_ * 4);
-      kernels::matmul(mm, w.joint_w, zin_.data(), 1, y_.data(), 3 * r_);
+      w.joint_w.matmul(mm, zin_.data(), 1, y_.data(), 3 * r_);
       for (int64_t i = 0; i < r_; ++i) {
         const float g = sigmoid(y_[(size_t)i] + w.joint_b[(size_t)i]);
         const float cand = std::tanh(y_[(size_t)(r_ + i)] + w.joint_b[(size_t)(r_ + i)]);
@@ -74,7 +75,7 @@ void MarkovHead::prepare(int32_t prev, const float* h_k, kernels::MatmulContext&
 }
 
 void MarkovHead::full_bias(kernels::MatmulContext& mm, float* bias) {
-  kernels::matmul(mm, m_.weights().markov_w2, u_.data(), 1, bias, vd_);
+  m_.weights().markov_w2.matmul(mm, u_.data(), 1, bias, vd_);
 }
 
 int64_t MarkovHead::argmax(kernels::MatmulContext& mm, const float* u_row, bool fast, float* scores, bool* full_row) {
@@ -87,8 +88,7 @@ int64_t MarkovHead::argmax(kernels::MatmulContext& mm, const float* u_row, bool 
     // Rounding slack of the f32 dot (length r) and of the add; see the header.
     const double unorm = std::sqrt(unorm2) * (1.0 + 1e-6 * (double)r_);
     const std::vector<float>& norms = m_.w2_row_norms();
-    const kernels::QMatrix& w2 = m_.weights().markov_w2;
-    const auto* base = static_cast<const uint8_t*>(w2.data);
+    const quant::DraftMatrix& w2 = m_.weights().markov_w2;
     for (int64_t K = top_k_; K + 1 < vd_; K *= kEscalate) {
       // Candidates: the K largest upper bounds UB(v) = U(v) + ||u||·||W2[v]||; heap_ ends with the
       // (K+1)-th largest UB at the back, which bounds every non-candidate's score.
@@ -106,12 +106,9 @@ int64_t MarkovHead::argmax(kernels::MatmulContext& mm, const float* u_row, bool 
       }
       std::pop_heap(heap_.begin(), heap_.end(), heap_less);
       const double ub_rest = (double)heap_.back().first;
-      // Exact bias of the K candidates: the same kernel over the gathered W2 rows.
-      for (int64_t i = 0; i < K; ++i)
-        std::memcpy(rows_.data() + (size_t)i * w2.row_stride, base + (size_t)heap_[(size_t)i].second * w2.row_stride,
-                    w2.row_stride);
-      const kernels::QMatrix cand{w2.type, K, r_, rows_.data(), w2.row_stride};
-      kernels::matmul(mm, cand, u_.data(), 1, cand_bias_.data(), K);
+      // Exact bias of the K candidates: the same kernel over the selected W2 rows.
+      for (int64_t i = 0; i < K; ++i) cand_rows_[(size_t)i] = heap_[(size_t)i].second;
+      w2.matmul_rows(mm, cand_rows_.data(), K, u_.data(), cand_bias_.data(), rows_);
       stats_.macs_done += (uint64_t)K * (uint64_t)r_;
       int64_t best = -1;
       float best_score = -INFINITY;

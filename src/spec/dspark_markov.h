@@ -11,8 +11,8 @@
 // Fast path (greedy only; all three head types, since each bias is W2·u): with the upper bound
 //   UB(v) = U(v) + ||u|| · ||W2[v]||  >=  U(v) + bias(v)          (Cauchy-Schwarz, per row)
 // take the K tokens with the largest UB as candidates, compute their bias exactly (the same kernel
-// over the gathered rows gives the same per-row values as the full product: the matmul kernels
-// accumulate each row independently) and pick the best candidate b*. Every other token v has
+// over the selected rows gives the same per-row values as the full product: the matmul kernels,
+// dense and quantized, accumulate each row independently) and pick the best candidate b*. Every other token v has
 // score(v) <= UB(v) <= UB_(K+1), so if score(b*) > UB_(K+1) (+ a rounding slack) b* is the exact
 // argmax. Otherwise retry once with kEscalate·K candidates, then fall back to the full product.
 // (max_v ||W2[v]|| as one global bound is weaker; the per-row norms cost one pass over V_d.)
@@ -68,7 +68,8 @@ class MarkovHead {
   int64_t max_k_ = 0;
   std::vector<float> e_, u_, s_, zin_, y_;      // [r], [r], [r], [2r+H], [3r]
   std::vector<std::pair<float, int64_t>> heap_;  // top K+1 of the base logits
-  std::vector<uint8_t> rows_;                    // K gathered W2 rows
+  std::vector<uint8_t> rows_;                    // K gathered W2 rows (dense W2)
+  std::vector<int64_t> cand_rows_;               // [K] candidate draft indices
   std::vector<float> cand_bias_;                 // [K]
   MarkovFastPathStats stats_;
 };

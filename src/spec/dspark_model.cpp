@@ -6,6 +6,7 @@
 #include <set>
 
 #include "kernels/ops.h"
+#include "quant/bind.h"
 
 namespace dspark::spec {
 
@@ -23,15 +24,6 @@ float round_bf16(float x) {
   float y;
   std::memcpy(&y, &u, 4);
   return y;
-}
-
-bool float_dtype(formats::StDType t, DType* out) {
-  switch (t) {
-    case formats::StDType::kF32: *out = DType::F32; return true;
-    case formats::StDType::kF16: *out = DType::F16; return true;
-    case formats::StDType::kBF16: *out = DType::BF16; return true;
-    default: return false;
-  }
 }
 
 }  // namespace
@@ -72,9 +64,12 @@ Result<std::shared_ptr<const DSparkModel>> DSparkModel::load(const std::string& 
 
   auto st = formats::SafetensorsModel::open_dir(dir);
   if (!st) return st.status();
+  auto qc = quant::read_quant_config(cfg_file);
+  if (!qc) return qc.status();
   std::shared_ptr<DSparkModel> m(new DSparkModel());
   m->dir_ = dir;
   m->cfg_ = c;
+  m->quant_ = std::move(qc.value());
   m->st_ = std::make_unique<formats::SafetensorsModel>(std::move(st.value()));
   DSPARK_RETURN_IF_ERROR(m->bind(target, tables));
   return std::shared_ptr<const DSparkModel>(std::move(m));
@@ -93,25 +88,10 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
     return Status::error(file_of(info) + ": tensor " + quoted(info.name) + " has shape " +
                          formats::st_shape_string(info.shape) + ", expected " + formats::st_shape_string(want));
   };
-  // A [rows, cols] float matrix as a QMatrix over the mapped data (copied if unaligned).
-  auto mat = [&](const std::string& name, int64_t rows, int64_t cols, kernels::QMatrix* out) -> Status {
-    const formats::StTensorInfo* info = st_->find(name);
-    if (!info) return Status::error(dir_ + ": missing tensor " + quoted(name));
-    used.insert(name);
-    DType t;
-    if (!float_dtype(info->dtype, &t))
-      return Status::error(file_of(*info) + ": tensor " + quoted(name) + " has dtype " +
-                           formats::st_dtype_name(info->dtype) + ", expected F32, F16 or BF16");
-    if (info->shape != std::vector<int64_t>{rows, cols}) return shape_error(*info, {rows, cols});
-    const uint8_t* p = st_->data(*info);
-    const size_t esz = formats::st_dtype_size(info->dtype);
-    if (reinterpret_cast<uintptr_t>(p) % esz != 0) {
-      owned_.emplace_back(new uint8_t[info->n_bytes]);
-      std::memcpy(owned_.back().get(), p, info->n_bytes);
-      p = owned_.back().get();
-    }
-    *out = kernels::QMatrix{t, rows, cols, p, (size_t)cols * esz};
-    return Status::ok();
+  // A [rows, cols] matrix: dense over the mapped data (copied if unaligned) or quantized.
+  quant::MatrixBinder binder(*st_, quant_, dir_, dir_ + "config.json", used, owned_);
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols, quant::DraftMatrix* out) -> Status {
+    return binder.bind(name, rows, cols, out);
   };
   auto vec = [&](const std::string& name, int64_t n, std::vector<float>* out) -> Status {
     if (!st_->find(name)) return Status::error(dir_ + ": missing tensor " + quoted(name));
@@ -174,7 +154,7 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
     if (!have_tables)
       return Status::error(dir_ + ": tensor 'embed_tokens.weight' is absent and no target token table was given");
     DSPARK_RETURN_IF_ERROR(check_table(tables->embed, "token embedding"));
-    w_.embed = tables->embed;
+    w_.embed = quant::DraftMatrix::dense(tables->embed);
     w_.embed_from_target = true;
   }
   if (st_->find("lm_head.weight")) {
@@ -183,7 +163,7 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
     if (!have_tables || !tables->lm_head.data)
       return Status::error(dir_ + ": tensor 'lm_head.weight' is absent and no target output table was given");
     DSPARK_RETURN_IF_ERROR(check_table(tables->lm_head, "output matrix"));
-    w_.lm_head = tables->lm_head;
+    w_.lm_head = quant::DraftMatrix::dense(tables->lm_head);
     w_.lm_head_from_target = true;
     if (!w_.d2t.empty()) {
       // E3: the draft LM head is the target's rows d2t[j], copied in the target's own encoding
@@ -194,7 +174,7 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
       for (int64_t j = 0; j < vd; ++j)
         std::memcpy(dst + (size_t)j * t.row_stride, static_cast<const uint8_t*>(t.data) + (size_t)w_.d2t[(size_t)j] * t.row_stride,
                     t.row_stride);
-      w_.lm_head = kernels::QMatrix{t.type, vd, t.n_cols, dst, t.row_stride};
+      w_.lm_head = quant::DraftMatrix::dense(kernels::QMatrix{t.type, vd, t.n_cols, dst, t.row_stride});
     }
   }
   (void)target;
@@ -246,25 +226,26 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
       DSPARK_RETURN_IF_ERROR(mat("markov_head.joint_proj.weight", 3 * r, 2 * r + H, &w_.joint_w));
       DSPARK_RETURN_IF_ERROR(vec("markov_head.joint_proj.bias", 3 * r, &w_.joint_b));
     }
-    // ||W2[v]|| per row, rounded up (the fast-path bound must never be too small).
+    // ||W2[v]|| per row of the dequantized weights, rounded up (the fast-path bound must never be
+    // too small). A turbo W2 is dotted with the rotated u, whose f32 rounding gets a wider margin.
+    const double slack = w_.markov_w2.spec().method == quant::Method::kTurbo ? 1e-5 : 1e-6;
     std::vector<float> row((size_t)r);
     w2_norms_.resize((size_t)vd);
-    const auto* base = static_cast<const uint8_t*>(w_.markov_w2.data);
     for (int64_t v = 0; v < vd; ++v) {
-      kernels::dequantize_row(w_.markov_w2.type, base + v * w_.markov_w2.row_stride, row.data(), r);
+      w_.markov_w2.dequantize_row(v, row.data());
       double ss = 0;
       for (float x : row) ss += (double)x * x;
-      w2_norms_[(size_t)v] = (float)(std::sqrt(ss) * (1.0 + 1e-6));
+      w2_norms_[(size_t)v] = (float)(std::sqrt(ss) * (1.0 + slack));
       w2_max_norm_ = std::max(w2_max_norm_, w2_norms_[(size_t)v]);
     }
   }
 
   if (c.confidence) {
     const int64_t n_in = H + (c.confidence_with_markov ? r : 0);
-    kernels::QMatrix cw;
+    quant::DraftMatrix cw;
     DSPARK_RETURN_IF_ERROR(mat("confidence_head.proj.weight", 1, n_in, &cw));
     w_.conf_w.resize((size_t)n_in);
-    kernels::dequantize_row(cw.type, cw.data, w_.conf_w.data(), n_in);
+    cw.dequantize_row(0, w_.conf_w.data());
     std::vector<float> b;
     DSPARK_RETURN_IF_ERROR(vec("confidence_head.proj.bias", 1, &b));
     w_.conf_b = b[0];
@@ -309,9 +290,9 @@ void DSparkModel::init_scratch(DSparkScratch& s, ThreadPool* pool, int64_t ctx_r
 }
 
 void DSparkModel::embed_row(int32_t id, float* out) const {
-  const kernels::QMatrix& e = w_.embed;
-  kernels::dequantize_row(e.type, static_cast<const uint8_t*>(e.data) + (size_t)id * e.row_stride, out, e.n_cols);
-  for (int64_t i = 0; i < e.n_cols; ++i) out[i] *= embed_scale_;
+  w_.embed.dequantize_row(id, out);
+  const int64_t n = w_.embed.n_cols();
+  for (int64_t i = 0; i < n; ++i) out[i] *= embed_scale_;
 }
 
 void DSparkModel::rope_tables(DSparkScratch& s, int64_t pos0, int64_t n) const {
@@ -355,13 +336,13 @@ Status DSparkModel::append_context(DSparkContext& ctx, DSparkScratch& s, const T
       for (int64_t t = 0; t < m; ++t)
         std::memcpy(&s.taps[(size_t)((i * m + t) * H)], taps.taps[(size_t)t] + (r0 + i) * H, (size_t)H * 4);
     // 2. ctx = RMSNorm_hidden_norm(taps · fcᵀ).
-    kernels::matmul(s.mm, w_.fc, s.taps.data(), n, s.ctx.data(), H);
+    w_.fc.matmul(s.mm, s.taps.data(), n, s.ctx.data(), H);
     for (int64_t i = 0; i < n; ++i) dspark_rms_norm(&s.ctx[(size_t)(i * H)], w_.hidden_norm.data(), &s.ctx[(size_t)(i * H)], H, c.rms_eps);
     rope_tables(s, ctx.len + r0, n);
     // 3. Per layer: kraw = ctx · k_projᵀ (no input_layernorm); V = norm(kraw); K = RoPE(k_norm(kraw)).
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const DSparkLayer& L = w_.layers[(size_t)l];
-      kernels::matmul(s.mm, L.wk, s.ctx.data(), n, s.kraw.data(), kd);
+      L.wk.matmul(s.mm, s.ctx.data(), n, s.kraw.data(), kd);
       std::vector<float>& K = ctx.k[(size_t)l];
       std::vector<float>& V = ctx.v[(size_t)l];
       const size_t k0 = K.size();
@@ -457,8 +438,8 @@ void DSparkModel::backbone(const DSparkContext& ctx, DSparkScratch& s, int32_t a
     const DSparkLayer& L = w_.layers[(size_t)l];
     // 1-3. x = input_norm(h); q = RoPE(q_norm(x·Wqᵀ)); V = norm(x·Wkᵀ); K = RoPE(k_norm(x·Wkᵀ)).
     for (int64_t i = 0; i < g; ++i) dspark_rms_norm(h + i * H, L.input_norm.data(), &s.x[(size_t)(i * H)], H, c.rms_eps);
-    kernels::matmul(s.mm, L.wq, s.x.data(), g, s.q.data(), qd);
-    kernels::matmul(s.mm, L.wk, s.x.data(), g, s.kraw.data(), kd);
+    L.wq.matmul(s.mm, s.x.data(), g, s.q.data(), qd);
+    L.wk.matmul(s.mm, s.x.data(), g, s.kraw.data(), kd);
     for (int64_t i = 0; i < g; ++i) {
       const double* cs = &s.cos[(size_t)(i * c.n_rot)];
       const double* sn = &s.sin[(size_t)(i * c.n_rot)];
@@ -477,7 +458,7 @@ void DSparkModel::backbone(const DSparkContext& ctx, DSparkScratch& s, int32_t a
     // 4-5. a = softmax(q·Kᵀ)·V over [context ; block].
     attention(ctx, s, l);
     // 6. h += post_attn_norm(a·Woᵀ)
-    kernels::matmul(s.mm, L.wo, s.attn.data(), g, s.o.data(), H);
+    L.wo.matmul(s.mm, s.attn.data(), g, s.o.data(), H);
     for (int64_t i = 0; i < g; ++i) {
       float* o = &s.o[(size_t)(i * H)];
       dspark_rms_norm(o, L.post_attn_norm.data(), o, H, c.rms_eps);
@@ -485,10 +466,10 @@ void DSparkModel::backbone(const DSparkContext& ctx, DSparkScratch& s, int32_t a
     }
     // 7. h += post_ffw_norm(down(gelu(gate(f)) * up(f))), f = pre_ffw_norm(h)
     for (int64_t i = 0; i < g; ++i) dspark_rms_norm(h + i * H, L.pre_ffw_norm.data(), &s.x[(size_t)(i * H)], H, c.rms_eps);
-    kernels::matmul(s.mm, L.w_gate, s.x.data(), g, s.gate.data(), I);
-    kernels::matmul(s.mm, L.w_up, s.x.data(), g, s.up.data(), I);
+    L.w_gate.matmul(s.mm, s.x.data(), g, s.gate.data(), I);
+    L.w_up.matmul(s.mm, s.x.data(), g, s.up.data(), I);
     kernels::gelu_tanh_mul(s.gate.data(), s.up.data(), s.gate.data(), g * I);
-    kernels::matmul(s.mm, L.w_down, s.gate.data(), g, s.o.data(), H);
+    L.w_down.matmul(s.mm, s.gate.data(), g, s.o.data(), H);
     for (int64_t i = 0; i < g; ++i) {
       float* o = &s.o[(size_t)(i * H)];
       dspark_rms_norm(o, L.post_ffw_norm.data(), o, H, c.rms_eps);
@@ -501,7 +482,7 @@ void DSparkModel::backbone(const DSparkContext& ctx, DSparkScratch& s, int32_t a
 
 void DSparkModel::base_logits(DSparkScratch& s, const float* h, int64_t n_rows, float* u_out) const {
   const int64_t vd = draft_vocab();
-  kernels::matmul(s.mm, w_.lm_head, h, n_rows, u_out, vd);
+  w_.lm_head.matmul(s.mm, h, n_rows, u_out, vd);
   const float cap = cfg_.softcap;
   if (cap > 0)
     for (int64_t i = 0; i < n_rows * vd; ++i) u_out[i] = cap * std::tanh(u_out[i] / cap);

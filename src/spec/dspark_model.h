@@ -1,10 +1,13 @@
 // DeepSpec `Gemma4DSparkModel` drafter weights and backbone forward (DSPARK.md §2-3,
 // docs/DSPARK-CHECKPOINT.md). Immutable after load; one DSparkModel may serve many drafter states.
 //
-// Weights: every matrix is a kernels::QMatrix over the mapped safetensors data in its stored dtype
-// (F32 / F16 / BF16; the SIMD kernels take f32 activations against half weights, so a BF16 checkpoint
-// costs its file size and no f32 copy). A tensor whose data is not aligned to its element size is
-// copied once into owned storage. Norm vectors, biases and layer_scalar are read to f32.
+// Weights: every matrix is a quant::DraftMatrix over the mapped safetensors data in its stored form:
+// F32 / F16 / BF16 (the SIMD kernels take f32 activations against half weights, so a BF16
+// checkpoint costs its file size and no f32 copy) or quantized, affine / turbo, per the config's
+// `quantization` block (docs/QUANT-FORMAT.md; quant/bind.h). A tensor whose data is not aligned to
+// its element size is copied once into owned storage. Norm vectors, biases and layer_scalar are
+// read to f32. An explicit lm_head [V_d, H] together with d2t is the draft head (row j = draft
+// index j); the quantizer writes it that way so the head can be quantized.
 // Extension E1: embed_tokens / lm_head absent -> the target's tables (TargetTables, views that must
 // outlive the model). Extension E2: d2t [V_d] I64 maps draft indices to target ids. E3: lm_head absent
 // with d2t -> the target's output rows d2t[j] (copied, same encoding). E4: markov_w1 [V_d + 1, r] with
@@ -24,6 +27,8 @@
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
+#include "quant/draft_matrix.h"
+#include "quant/quant_config.h"
 #include "spec/dspark_config.h"
 #include "spec/drafter.h"
 
@@ -46,28 +51,28 @@ struct TargetShape {
 inline TargetShape target_shape(const model::Gemma3Config& c) { return {c.n_layer, c.n_embd, c.n_vocab}; }
 
 struct DSparkLayer {
-  kernels::QMatrix wq;                 // [nH*hd, H]
-  kernels::QMatrix wk;                 // [nKV*hd, H] (k_eq_v: also the V source)
-  kernels::QMatrix wo;                 // [H, nH*hd]
-  kernels::QMatrix w_gate, w_up;       // [I, H]
-  kernels::QMatrix w_down;             // [H, I]
+  quant::DraftMatrix wq;               // [nH*hd, H]
+  quant::DraftMatrix wk;               // [nKV*hd, H] (k_eq_v: also the V source)
+  quant::DraftMatrix wo;               // [H, nH*hd]
+  quant::DraftMatrix w_gate, w_up;     // [I, H]
+  quant::DraftMatrix w_down;           // [H, I]
   std::vector<float> q_norm, k_norm;   // [hd]
   std::vector<float> input_norm, post_attn_norm, pre_ffw_norm, post_ffw_norm;  // [H]
   float layer_scalar = 1.0f;
 };
 
 struct DSparkWeights {
-  kernels::QMatrix embed;     // [V, H] gather table (drafter's or the target's)
-  kernels::QMatrix lm_head;   // [V_d, H]
-  kernels::QMatrix fc;        // [H, m*H]
+  quant::DraftMatrix embed;    // [V, H] gather table (drafter's or the target's)
+  quant::DraftMatrix lm_head;  // [V_d, H]
+  quant::DraftMatrix fc;       // [H, m*H]
   std::vector<float> hidden_norm, norm;  // [H]
   std::vector<DSparkLayer> layers;
   // Markov head (r > 0)
-  kernels::QMatrix markov_w1;  // [V, r] indexed by the previous token's target id
-  kernels::QMatrix markov_w2;  // [V_d, r]
-  kernels::QMatrix gate_w;     // gated: [r, H+r]
-  std::vector<float> gate_b;   // gated: [r]
-  kernels::QMatrix joint_w;    // rnn: [3r, 2r+H], rows [gate; candidate; output]
+  quant::DraftMatrix markov_w1;  // [V, r] (or [V_d + 1, r], E4) gather table, by the previous token
+  quant::DraftMatrix markov_w2;  // [V_d, r]
+  quant::DraftMatrix gate_w;     // gated: [r, H+r]
+  std::vector<float> gate_b;     // gated: [r]
+  quant::DraftMatrix joint_w;    // rnn: [3r, 2r+H], rows [gate; candidate; output]
   std::vector<float> joint_b;  // rnn: [3r]
   // Confidence head
   std::vector<float> conf_w;   // [H (+ r)]
@@ -106,7 +111,8 @@ class DSparkModel {
   const DSparkConfig& config() const { return cfg_; }
   const DSparkWeights& weights() const { return w_; }
   const std::string& dir() const { return dir_; }
-  int64_t draft_vocab() const { return w_.lm_head.n_rows; }  // V_d
+  bool quantized() const { return quant_.present; }  // config.json has a `quantization` block
+  int64_t draft_vocab() const { return w_.lm_head.n_rows(); }  // V_d
   float embed_scale() const { return embed_scale_; }          // bf16(sqrt(H))
   // ||markov_w2[v]||_2 per draft index [V_d] and their max (rounded up), for the Markov fast-path bound.
   const std::vector<float>& w2_row_norms() const { return w2_norms_; }
@@ -140,6 +146,7 @@ class DSparkModel {
   std::string dir_;
   DSparkConfig cfg_;
   std::unique_ptr<formats::SafetensorsModel> st_;
+  quant::QuantConfig quant_;
   std::vector<std::unique_ptr<uint8_t[]>> owned_;  // copies of unaligned tensors
   DSparkWeights w_;
   std::vector<double> inv_freq_;  // [hd/2]; 0 beyond n_rot

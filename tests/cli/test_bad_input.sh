@@ -55,6 +55,11 @@ expect_bad "ab: zero bootstrap resamples" ab -m x.gguf --a serial --b serial --b
 expect_bad "ab: negative temperature" ab -m x.gguf --a serial --b serial --temp -0.5
 expect_bad "ab: plot into a missing folder" ab -m x.gguf --a serial --b serial --plot "$tmp/no/such/dir/x.png"
 expect_bad "ab: missing model" ab -m "$tmp/none.gguf" --a serial --b draft-kind=ngram
+expect_bad "quantize-drafter: no checkpoint" quantize-drafter
+expect_bad "quantize-drafter: unknown method" quantize-drafter "$tmp" --method nf4
+expect_bad "quantize-drafter: turbo bits" quantize-drafter "$tmp" --method turbo --bits 5
+expect_bad "quantize-drafter: group size" quantize-drafter "$tmp" --group 48
+expect_bad "quantize-drafter: missing model" quantize-drafter "$tmp" -m "$tmp/none.gguf"
 printf '{"id": "t1", "turns": ["hello there"]}\n{"id": "t2", "turns": ["What is 2+2?"]}\n' >"$tmp/train.jsonl"
 printf '{"id": "e1", "turns": ["What is 2+2?"]}\n' >"$tmp/eval.jsonl"
 printf '{"id": "e1", "turns": ["Something else"]}\n' >"$tmp/eval_ok.jsonl"

@@ -100,9 +100,9 @@ std::vector<StWriteTensor> all_dtype_tensors() {
 
 TEST(Safetensors, DTypeTable) {
   const StDType all[] = {StDType::kF64, StDType::kF32, StDType::kF16, StDType::kBF16, StDType::kI64,
-                         StDType::kI32, StDType::kI16, StDType::kI8,  StDType::kU8,   StDType::kBool};
-  const size_t sizes[] = {8, 4, 2, 2, 8, 4, 2, 1, 1, 1};
-  const char* names[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL"};
+                         StDType::kI32, StDType::kI16, StDType::kI8,  StDType::kU8,   StDType::kBool, StDType::kU32};
+  const size_t sizes[] = {8, 4, 2, 2, 8, 4, 2, 1, 1, 1, 4};
+  const char* names[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL", "U32"};
   for (int i = 0; i < kStDTypeCount; ++i) {
     EXPECT_EQ(st_dtype_size(all[i]), sizes[i]);
     EXPECT_STREQ(st_dtype_name(all[i]), names[i]);

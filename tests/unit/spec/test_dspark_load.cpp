@@ -234,10 +234,10 @@ TEST_F(DSparkLoad, TargetTables) {
   auto m = DSparkModel::load(f, kTarget, &ok);
   ASSERT_TRUE(m.is_ok()) << m.message();
   const DSparkWeights& w = (*m)->weights();
-  ASSERT_EQ(w.lm_head.n_rows, (int64_t)w.d2t.size());
+  ASSERT_EQ(w.lm_head.n_rows(), (int64_t)w.d2t.size());
   for (size_t j = 0; j < w.d2t.size(); ++j) {
     float row[40];
-    kernels::dequantize_row(w.lm_head.type, static_cast<const uint8_t*>(w.lm_head.data) + j * w.lm_head.row_stride, row, 40);
+    w.lm_head.dequantize_row((int64_t)j, row);
     ASSERT_EQ(row[7], good[(size_t)w.d2t[j] * 40 + 7]) << "draft row " << j;
   }
 }
