@@ -80,7 +80,9 @@ nlohmann::json to_json(const AbReport& r) {
                     {"gamma", r.arms[k].gamma}, {"tokens", sum.tokens}, {"ms", sum.ms}, {"tok_s", sum.tok_s()},
                     {"tau", sum.tau()}, {"acceptance", opt_json(sum.acceptance())}, {"drafted", sum.drafted},
                     {"accepted", sum.accepted}, {"rounds", sum.rounds}, {"acceptance_by_pos", by_pos},
-                    {"drafted_by_pos", sum.drafted_by_pos}, {"accepted_by_pos", sum.accepted_by_pos}});
+                    {"drafted_by_pos", sum.drafted_by_pos}, {"accepted_by_pos", sum.accepted_by_pos},
+                    {"drafter_stats", r.arms[k].drafter_stats.is_null() ? nlohmann::json::object()
+                                                                         : r.arms[k].drafter_stats}});
   }
   nlohmann::json comps = nlohmann::json::array();
   for (const AbComparison& c : r.comparisons) {

@@ -28,6 +28,7 @@ struct AbArm {
   ArmSpec spec;
   std::string kind = "serial";  // resolved drafter kind
   int gamma = 0;                // effective draft length (0 for serial)
+  nlohmann::json drafter_stats = nlohmann::json::object();  // the drafter's own counters over the whole run (Drafter::stats)
 };
 
 struct AbPrompt {

@@ -179,6 +179,8 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   if (n_mismatch > kMaxMismatchLines)
     std::fprintf(stderr, "dspark ab: ... %d output mismatches in all\n", n_mismatch);
 
+  for (size_t k = 0; k < n_arms; ++k)
+    if (bundles[k]) report.arms[k].drafter_stats = bundles[k]->drafter->stats();
   if (Status st = compare_arms(report); !st) { std::fprintf(stderr, "dspark ab: %s\n", st.message().c_str()); return 1; }
   const nlohmann::json j = to_json(report);
   const std::string md = to_markdown(report);
