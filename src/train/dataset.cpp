@@ -88,14 +88,16 @@ Result<std::vector<int>> Dataset::tap_columns(const std::vector<int>& taps) cons
 }
 
 void Dataset::make_batch(Rng& rng, int64_t n_seqs, int64_t n_anchors, int64_t gamma, const std::vector<int>& tap_cols,
-                         TrainBatch* out) const {
+                         TrainBatch* out, const std::vector<SeqRef>* from) const {
+  const std::vector<SeqRef>& pool = from ? *from : train_;
   out->seqs.clear();
   out->blocks.clear();
   out->top_k = layout().top_k;
+  if (pool.empty()) return;
   const int64_t H = layout().n_embd, w_in = layout().row_width(), m = (int64_t)tap_cols.size();
   std::vector<int64_t> cand;
   for (int64_t s = 0; s < n_seqs; ++s) {
-    const SeqRef ref = train_[(size_t)(rng.next() % train_.size())];
+    const SeqRef ref = pool[(size_t)(rng.next() % pool.size())];
     const Shard& sh = shards_[ref.shard];
     const int64_t P = sh.prompt_len(ref.seq), L = sh.seq_len(ref.seq);
     cand.clear();

@@ -37,9 +37,10 @@ class Dataset {
   Result<std::vector<int>> tap_columns(const std::vector<int>& taps) const;
 
   // A batch: n_seqs training sequences drawn at random, up to n_anchors anchors each (positions a in
-  // [prompt_len, len - 2], drawn without replacement), γ slots per block.
+  // [prompt_len, len - 2], drawn without replacement), γ slots per block. `from` = the sequences to
+  // draw from (default: the training split; e.g. &heldout() for calibration).
   void make_batch(Rng& rng, int64_t n_seqs, int64_t n_anchors, int64_t gamma, const std::vector<int>& tap_cols,
-                  TrainBatch* out) const;
+                  TrainBatch* out, const std::vector<SeqRef>* from = nullptr) const;
 
  private:
   std::vector<Shard> shards_;
