@@ -8,6 +8,7 @@
 #include "generate/generate.h"
 #include "spec/spec_decode.h"
 #include "tokenizer/chat_template.h"
+#include "tools/draft_quant.h"
 #include "tools/drafter_factory.h"
 #include "tools/args.h"
 #include "tools/loaded_model.h"
@@ -22,7 +23,7 @@ int verb_generate(int argc, char** argv) {
   double temp = 0.0, top_p = 1.0, min_p = 0.0;
   bool chat = false, json = false, ignore_eos = false;
   std::vector<std::string> stops;
-  std::string draft_path, draft_kind, draft_schedule, draft_copy = "auto";
+  std::string draft_path, draft_kind, draft_schedule, draft_copy = "auto", draft_quant = "auto";
   bool no_spec = false;
   int64_t n_draft = 5;
   double draft_threshold = 0.0;
@@ -56,6 +57,8 @@ int verb_generate(int argc, char** argv) {
   args.add_flag("--no-spec", &no_spec, "plain decoding: do not mount the model's shipped default drafter");
   args.add("--draft-schedule", &draft_schedule, "dspark draft length: fixed (gamma / threshold) or cost (expected tokens\n"
            "per second from calibrated confidences and the measured verify cost, paper Algorithm 1)");
+  args.add("--draft-quant", &draft_quant, "dspark: auto (convert an unquantized drafter once to the recommended\n"
+           "rung, cached beside it; docs/QUANT-FORMAT.md) or none (load it as given)");
   args.add("--draft-copy", &draft_copy, "dspark copy head (prompt lookup in the sequential stage): auto (as the\n"
            "drafter's config says), on, off");
   if (Status st = args.parse(argc, argv, 2); !st) {
@@ -130,6 +133,13 @@ int verb_generate(int argc, char** argv) {
     }
   }
   if (draft_schedule.empty()) draft_schedule = "fixed";
+  if (auto q = resolve_draft_quant_for(draft_kind, draft_path, draft_quant, *lm->model, resolve_cache_dir(cache), &pool);
+      !q) {
+    std::fprintf(stderr, "dspark generate: %s\n", q.message().c_str());
+    return kExitBadInput;
+  } else {
+    draft_path = *q;
+  }
   const bool speculative = !draft_path.empty() || !draft_kind.empty();
   Result<generate::GenerateResult> res = Status::error("not run");
   spec::SpecStats stats;

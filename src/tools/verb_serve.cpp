@@ -16,6 +16,7 @@
 #include "serve/scheduler.h"
 #include "spec/drafter_dspark.h"
 #include "tools/args.h"
+#include "tools/draft_quant.h"
 #include "tools/drafter_factory.h"
 #include "tools/loaded_model.h"
 #include "tools/registry.h"
@@ -78,7 +79,7 @@ std::string model_id(const std::string& spec, const std::string& path) {
 
 int verb_serve(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, draft_path, draft_kind,
-              draft_copy = "auto";
+              draft_copy = "auto", draft_quant = "auto";
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
   int64_t n_draft = -1, max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
   int64_t drain_s = 10, http_threads = 0;
@@ -98,6 +99,8 @@ int verb_serve(int argc, char** argv) {
   args.add("--draft-threshold", &draft_threshold, "dspark: stop drafting at the first slot with confidence below this",
            0.0, 1.0);
   args.add_flag("--no-spec", &no_spec, "no drafter: serial decoding only");
+  args.add("--draft-quant", &draft_quant, "dspark: auto (convert an unquantized drafter once to the recommended\n"
+           "rung, cached beside it) or none (load it as given)");
   args.add("--draft-copy", &draft_copy, "dspark copy head (prompt lookup in the sequential stage): auto (as the\n"
            "drafter's config says), on, off");
   args.add("--host", &host, "address to listen on (default: localhost only)");
@@ -170,6 +173,13 @@ int verb_serve(int argc, char** argv) {
     dopt.threshold = draft_threshold;
     dopt.n_ctx = n_ctx;
     dopt.copy = draft_copy;
+    if (auto q = resolve_draft_quant_for(dopt.kind, dopt.path, draft_quant, *lm->model, resolve_cache_dir(cache), &pool);
+        !q) {
+      std::fprintf(stderr, "dspark serve: %s\n", q.message().c_str());
+      return kExitBadInput;
+    } else {
+      dopt.path = *q;
+    }
     auto first = make_drafter(dopt, *lm, {}, &pool);
     if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
     if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it

@@ -1,0 +1,107 @@
+#include "tools/draft_quant.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "quant/convert.h"
+#include "quant/quant_config.h"
+#include "tools/drafter_factory.h"
+#include "tools/drafter_smoke.h"
+#include "tools/registry.h"
+
+namespace dspark::tools {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// drafters/quant_auto.json beside the build or the source tree (as the shipped drafters).
+std::string recommendation_file() {
+  std::vector<fs::path> roots;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    const fs::path d = fs::path(std::string(exe, (size_t)n)).parent_path();
+    roots.push_back(d / ".." / ".." / "drafters");
+    roots.push_back(d / ".." / "share" / "dspark" / "drafters");
+  }
+#ifdef DSPARK_SOURCE_DIR
+  roots.push_back(fs::path(DSPARK_SOURCE_DIR) / "drafters");
+#endif
+  std::error_code ec;
+  for (const fs::path& r : roots)
+    if (fs::exists(r / "quant_auto.json", ec)) return fs::weakly_canonical(r / "quant_auto.json", ec).string();
+  return "";
+}
+
+bool dir_writable(const fs::path& d) { return ::access(d.c_str(), W_OK) == 0; }
+
+}  // namespace
+
+Result<std::string> resolve_draft_quant(const std::string& dir, const std::string& mode, const model::Gemma3Model& target,
+                                        const std::string& cache_dir, ThreadPool* pool,
+                                        const std::string& recommendation) {
+  if (mode == "none") return dir;
+  if (mode != "auto") return Status::error("--draft-quant must be auto or none, got '" + mode + "'");
+  auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());
+  if (!qc) return qc.status();
+  if (qc->present) return dir;  // already quantized
+  const std::string rec_path = recommendation.empty() ? recommendation_file() : recommendation;
+  if (rec_path.empty()) return dir;
+  std::ifstream in(rec_path);
+  if (!in) return Status::error(rec_path + ": cannot open");
+  const auto rec = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (rec.is_discarded() || !rec.contains("rung") || !rec["rung"].is_string())
+    return Status::error(rec_path + ": expected {\"rung\": NAME, \"method\", \"bits\", \"group_size\"[, \"recipe\"]}");
+  const std::string rung = rec["rung"].get<std::string>();
+  quant::ConvertOptions opt;
+  opt.src_dir = dir;
+  opt.defaults.method = rec.value("method", "affine") == "turbo" ? quant::Method::kTurbo : quant::Method::kAffine;
+  opt.defaults.bits = rec.value("bits", 4);
+  opt.defaults.group_size = rec.value("group_size", 64);
+  if (rec.contains("recipe") && rec["recipe"].is_string())
+    opt.recipe_path = (fs::path(rec_path).parent_path() / rec["recipe"].get<std::string>()).string();
+  DSPARK_RETURN_IF_ERROR(quant::check_spec(opt.defaults, rec_path + ": field 'method'/'bits'/'group_size'"));
+  fs::path src = fs::path(dir);
+  if (!src.has_filename()) src = src.parent_path();
+  fs::path out = src.parent_path() / (src.filename().string() + "-auto-" + rung);
+  if (!dir_writable(src.parent_path().empty() ? fs::path(".") : src.parent_path()))
+    out = fs::path(cache_dir) / "drafters" / (src.filename().string() + "-auto-" + rung);
+  std::error_code ec;
+  if (fs::exists(out / "config.json", ec)) {
+    std::fprintf(stderr, "draft-quant auto: using %s (%s of %s, converted earlier; --draft-quant none for the original)\n",
+                 out.c_str(), rung.c_str(), dir.c_str());
+    return out.string();
+  }
+  fs::create_directories(out.parent_path(), ec);
+  opt.out_dir = out.string();
+  const kernels::QMatrix& embd = target.weights().token_embd;  // Gemma 3 ties the output matrix
+  opt.target_lm_head = &embd;
+  opt.check = [&](const std::string& staging) -> Status {
+    auto r = smoke_check_drafter(staging, target, pool);
+    return r ? Status::ok() : Status::error("reload check of the converted drafter failed: " + r.message());
+  };
+  std::fprintf(stderr, "draft-quant auto: converting %s to %s (recommended rung for drafters, %s) ...\n", dir.c_str(),
+               rung.c_str(), rec_path.c_str());
+  auto rep = quant::quantize_checkpoint(opt);
+  if (!rep) return Status::error("draft-quant auto: " + rep.message() + " (--draft-quant none loads the original)");
+  std::fprintf(stderr, "draft-quant auto: wrote %s (%.2f MB -> %.2f MB, %.2f bpw); reused next time\n", out.c_str(),
+               (double)rep->bytes_before / 1e6, (double)rep->bytes_after / 1e6, rep->bpw_quantized);
+  return out.string();
+}
+
+Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::string& path, const std::string& mode,
+                                            const model::Gemma3Model& target, const std::string& cache_dir,
+                                            ThreadPool* pool) {
+  if (mode != "auto" && mode != "none") return Status::error("--draft-quant must be auto or none, got '" + mode + "'");
+  if (path.empty() || mode == "none" || (kind != "auto" && kind != "dspark" && !kind.empty())) return path;
+  auto k = detect_draft_kind(path);
+  if (!k || *k != "dspark") return path;  // errors are reported by make_drafter
+  return resolve_draft_quant(path, mode, target, cache_dir, pool);
+}
+
+}  // namespace dspark::tools

@@ -1,0 +1,83 @@
+// --draft-quant auto: an unquantized drafter is converted once to the recommended rung beside its
+// source (through the converter's staging folder + reload check) and reused afterwards; `none`,
+// an already quantized drafter and a missing recommendation load the checkpoint as given; a bad
+// recommendation file is an error naming it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../model/tiny_gemma3.h"
+#include "quant/quant_config.h"
+#include "tiny_drafter.h"
+#include "tools/draft_quant.h"
+
+namespace dspark::quant {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
+  const fs::path tmp = fs::temp_directory_path() / ("dspark_dqauto_" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const testing::TinyGemma3 t(3);
+  ASSERT_TRUE(t.write((tmp / "target.gguf").string()).is_ok());
+  auto target = model::Gemma3Model::load((tmp / "target.gguf").string());
+  ASSERT_TRUE(target.is_ok()) << target.message();
+  testing::TinyDrafterShape s;
+  s.H = t.n_embd;
+  s.n_heads = 2;
+  s.head_dim = 16;
+  s.I = 64;
+  s.V = t.n_vocab;
+  s.n_target_layers = t.n_layer;
+  s.rank = 32;
+  s.n_draft_vocab = 40;
+  const std::string src = (tmp / "drafter").string();
+  ASSERT_TRUE(testing::write_tiny_drafter(src, s, 8).is_ok());
+  const std::string rec = (tmp / "quant_auto.json").string();
+  std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32})";
+  ThreadPool pool(1);
+
+  auto none = tools::resolve_draft_quant(src, "none", **target, tmp.string(), &pool, rec);
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_EQ(*none, src);
+
+  ::testing::internal::CaptureStderr();
+  auto a = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  const std::string err1 = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(a.is_ok()) << a.message();
+  EXPECT_EQ(fs::path(*a), tmp / "drafter-auto-affine4g32");
+  EXPECT_NE(err1.find("converting"), std::string::npos) << err1;
+  auto qc = read_quant_config(*a + "/config.json");
+  ASSERT_TRUE(qc.is_ok());
+  EXPECT_TRUE(qc->present);
+  const auto written = fs::last_write_time(*a + "/model.safetensors");
+
+  ::testing::internal::CaptureStderr();
+  auto b = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  const std::string err2 = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(*b, *a);
+  EXPECT_NE(err2.find("converted earlier"), std::string::npos) << err2;
+  EXPECT_EQ(fs::last_write_time(*a + "/model.safetensors"), written) << "reused, not rewritten";
+
+  // A quantized drafter loads as given; so does any drafter without a recommendation file.
+  auto q = tools::resolve_draft_quant(*a, "auto", **target, tmp.string(), &pool, rec);
+  ASSERT_TRUE(q.is_ok());
+  EXPECT_EQ(*q, *a);
+  auto missing = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, (tmp / "none.json").string());
+  EXPECT_FALSE(missing.is_ok()) << "a named recommendation file that does not exist is an error";
+
+  std::ofstream(rec) << R"({"method": "affine"})";
+  auto bad = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.message().find("quant_auto.json"), std::string::npos) << bad.message();
+  EXPECT_FALSE(tools::resolve_draft_quant(src, "sometimes", **target, tmp.string(), &pool, rec).is_ok());
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace dspark::quant
