@@ -66,6 +66,10 @@ int verb_generate(int argc, char** argv) {
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (draft_quant != "auto" && draft_quant != "none") {
+    std::fprintf(stderr, "dspark generate: --draft-quant must be auto or none, got '%s'\n", draft_quant.c_str());
+    return kExitBadInput;
+  }
   if (!draft_schedule.empty() && draft_schedule != "fixed" && draft_schedule != "cost") {
     std::fprintf(stderr, "dspark generate: --draft-schedule must be fixed or cost, got '%s'\n", draft_schedule.c_str());
     return kExitBadInput;

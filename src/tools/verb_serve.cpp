@@ -125,6 +125,10 @@ int verb_serve(int argc, char** argv) {
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (draft_quant != "auto" && draft_quant != "none") {
+    std::fprintf(stderr, "dspark serve: --draft-quant must be auto or none, got '%s'\n", draft_quant.c_str());
+    return kExitBadInput;
+  }
   if (!args.positional().empty()) {
     std::fprintf(stderr, "dspark serve: unexpected argument '%s'\n", args.positional()[0].c_str());
     return kExitBadInput;

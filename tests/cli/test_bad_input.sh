@@ -60,6 +60,15 @@ expect_bad "quantize-drafter: unknown method" quantize-drafter "$tmp" --method n
 expect_bad "quantize-drafter: turbo bits" quantize-drafter "$tmp" --method turbo --bits 5
 expect_bad "quantize-drafter: group size" quantize-drafter "$tmp" --group 48
 expect_bad "quantize-drafter: missing model" quantize-drafter "$tmp" -m "$tmp/none.gguf"
+expect_bad "sensitivity: no drafter" sensitivity --calib "$tmp"
+expect_bad "sensitivity: no --calib" sensitivity "$tmp"
+expect_bad "sensitivity: bad method" sensitivity "$tmp" --calib "$tmp" --methods nf4
+expect_bad "sensitivity: bpw without recipe path" sensitivity "$tmp" --calib "$tmp" --target-bpw 4
+expect_bad "sensitivity: several bpw, one path" sensitivity "$tmp" --calib "$tmp" --target-bpw 3,4 --recipe-out "$tmp/r.json"
+expect_bad "sensitivity: bad bpw" sensitivity "$tmp" --calib "$tmp" --target-bpw four --recipe-out "$tmp/r.json"
+expect_bad "sensitivity: missing model" sensitivity "$tmp" --calib "$tmp" -m "$tmp/none.gguf"
+expect_bad "generate: bad --draft-quant" generate -p hi --draft-quant maybe
+expect_bad "serve: bad --draft-quant" serve --draft-quant maybe
 printf '{"id": "t1", "turns": ["hello there"]}\n{"id": "t2", "turns": ["What is 2+2?"]}\n' >"$tmp/train.jsonl"
 printf '{"id": "e1", "turns": ["What is 2+2?"]}\n' >"$tmp/eval.jsonl"
 printf '{"id": "e1", "turns": ["Something else"]}\n' >"$tmp/eval_ok.jsonl"
