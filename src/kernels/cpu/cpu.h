@@ -101,7 +101,11 @@ bool kernels_avx512(DType t, KernelSet* out);
 // Q8_K bsums turned into 32-element pair sums), with rows up to a multiple of kAmxTokenPad readable
 // (zero filled) past n_tok.
 constexpr int64_t kAmxMinTokens = 8;
-constexpr int64_t kAmxMinTokensQ8_0 = 2;  // Q8_0 with <= 32 tokens reads raw weight rows as tiles
+// Q8_0 with 1..kGemvMaxTokensQ8_0 tokens: the VNNI matvec that reads each weight tile once for all
+// tokens (q8_0_gemv_avx512.cpp; the speculative verify windows); more: AMX (raw weight rows as
+// tiles up to 32 tokens).
+constexpr int64_t kGemvMaxTokensQ8_0 = 4;
+constexpr int64_t kAmxMinTokensQ8_0 = kGemvMaxTokensQ8_0 + 1;
 inline int64_t amx_min_tokens(DType t) { return t == DType::Q8_0 ? kAmxMinTokensQ8_0 : kAmxMinTokens; }
 constexpr int64_t kAmxTokenPad = 32;
 bool amx_usable();  // CPUID AMX-TILE/INT8 + OS tile state + Linux arch_prctl permission (once)

@@ -29,13 +29,16 @@ inline __m256i dot(const Prep& p, __m256i a) { return _mm256_dpbusd_epi32(p.negc
 namespace dspark::kernels::cpu {
 
 bool gemv_q8_0_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, float* y);
+bool gemv_q8_0_multi_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L,
+                            int64_t n_tok, float* y, int64_t ldy);
 
 namespace {
 
-// Q8_0: the dedicated matvec (q8_0_gemv_avx512.cpp) for one token, the generic tiles otherwise.
+// Q8_0: the dedicated matvec (q8_0_gemv_avx512.cpp) for up to kGemvMaxTokensQ8_0 tokens, the
+// generic tiles otherwise.
 void gemm_q8_0(const QMatrix& w, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, int64_t n_tok,
                float* y, int64_t ldy) {
-  if (n_tok == 1 && gemv_q8_0_avx512(w, r0, r1, act, L, y)) return;
+  if (n_tok <= kGemvMaxTokensQ8_0 && gemv_q8_0_multi_avx512(w, r0, r1, act, L, n_tok, y, ldy)) return;
   avx512::gemm_q<avx512::DecQ8_0>(w, r0, r1, act, L, n_tok, y, ldy);
 }
 

@@ -1,5 +1,6 @@
-// Q8_0 x Q8_0 matrix-vector product (n_tokens == 1) with AVX-512 VNNI: the lm_head path
-// ([262144, 640] Q8_0, 178 MB per token), which must run at memory bandwidth.
+// Q8_0 x Q8_0 matrix-vector products for 1..kGemvMaxTokensQ8_0 tokens with AVX-512 VNNI: the
+// lm_head path ([262144, 640] Q8_0, 178 MB per pass), which must run at memory bandwidth. A
+// speculative verify window (2..4 tokens) reads each weight tile once for all its tokens.
 //
 // Canonical accumulation (cpu.h): lanes = 16 weight rows, blocks in order,
 // acc = fma(f32(isum_b), d_w[b] * d_a[b], acc). Per pair of 32-blocks, each row's two blocks are
@@ -20,6 +21,8 @@
 namespace dspark::kernels::cpu {
 
 bool gemv_q8_0_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, float* y);
+bool gemv_q8_0_multi_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L,
+                            int64_t n_tok, float* y, int64_t ldy);
 
 namespace {
 
@@ -54,21 +57,30 @@ inline void reduce16(const __m512i* P, __m512i& s0, __m512i& s1) {
   s1 = _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
-}  // namespace
 
-bool gemv_q8_0_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, float* y) {
+// NT tokens at once: per 16-row tile and block pair the weights are loaded and flipped once, then
+// each token runs exactly the n_tokens == 1 operations (same partial sums, same reduction, same
+// fma order), so every token's result is bitwise the one-token result.
+template <int NT>
+bool gemv_q8_0_nt(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, float* y,
+                  int64_t ldy) {
   const int64_t nb = wm.n_cols / 32;
   if (nb > kMaxBlocks || nb < 1) return false;
   if ((int64_t)wm.row_stride * kRows >= ((int64_t)1 << 31)) return false;  // gather offsets are int32
-  thread_local ActPrep ap;
-  const auto* da = reinterpret_cast<const float*>(act + L.off_d);
+  thread_local ActPrep aps[NT];
+  const float* da[NT];
   const int64_t npad = (nb + 1) / 2 * 64;  // whole pairs of blocks
-  for (int64_t k = 0; k < npad; k += 64) {
-    const __m512i ab = _mm512_maskz_loadu_epi8(k + 64 <= nb * 32 ? ~0ull : 0xFFFFFFFFull, act + k);
-    const __m512i as = _mm512_maskz_xor_epi32(k + 64 <= nb * 32 ? 0xFFFF : 0x00FF, ab, _mm512_set1_epi8((char)0x80));
-    _mm512_store_si512(ap.a + k, as);
-    const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), as);
-    _mm512_store_si512(ap.nega + k / 4, _mm512_sub_epi32(_mm512_setzero_si512(), s));
+  for (int t = 0; t < NT; ++t) {
+    const uint8_t* at = act + (size_t)t * L.stride;
+    da[t] = reinterpret_cast<const float*>(at + L.off_d);
+    ActPrep& ap = aps[t];
+    for (int64_t k = 0; k < npad; k += 64) {
+      const __m512i ab = _mm512_maskz_loadu_epi8(k + 64 <= nb * 32 ? ~0ull : 0xFFFFFFFFull, at + k);
+      const __m512i as = _mm512_maskz_xor_epi32(k + 64 <= nb * 32 ? 0xFFFF : 0x00FF, ab, _mm512_set1_epi8((char)0x80));
+      _mm512_store_si512(ap.a + k, as);
+      const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), as);
+      _mm512_store_si512(ap.nega + k / 4, _mm512_sub_epi32(_mm512_setzero_si512(), s));
+    }
   }
 
   const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -86,32 +98,59 @@ bool gemv_q8_0_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* 
       const uint8_t* pf = base + (r + kPrefetchRows) * stride;
       for (size_t l = 0; l < tile_lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
     }
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
       const bool two = b + 1 < nb;
-      const __m512i av = _mm512_load_si512(ap.a + 32 * b);
-      const __m512i na = _mm512_load_si512(ap.nega + 8 * b);
-      __m512i P[kRows];
+      __m512i wf[kRows];
       for (int i = 0; i < kRows; ++i) {
         const uint8_t* q = w[i] + 34 * b + 2;
         const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
         const __m512i wv = two ? _mm512_inserti64x4(_mm512_castsi256_si512(lo),
                                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 34)), 1)
                                : _mm512_zextsi256_si512(lo);
-        P[i] = _mm512_dpbusd_epi32(na, _mm512_xor_si512(wv, flip), av);  // odd tail: av, na zero in lanes 8..15
+        wf[i] = _mm512_xor_si512(wv, flip);
       }
-      __m512i s0, s1;
-      reduce16(P, s0, s1);
-      const __m512i g0 = _mm512_i32gather_epi32(sidx, w[0] + 34 * b, 1);
-      const __m512 dw0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(dw0, _mm512_set1_ps(da[b])), acc);
-      if (two) {
-        const __m512i g1 = _mm512_i32gather_epi32(sidx, w[0] + 34 * (b + 1), 1);
-        const __m512 dw1 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g1));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(dw1, _mm512_set1_ps(da[b + 1])), acc);
+      const __m512 dw0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(sidx, w[0] + 34 * b, 1)));
+      const __m512 dw1 =
+          two ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(sidx, w[0] + 34 * (b + 1), 1))) : dw0;
+      for (int t = 0; t < NT; ++t) {
+        const __m512i av = _mm512_load_si512(aps[t].a + 32 * b);
+        const __m512i na = _mm512_load_si512(aps[t].nega + 8 * b);
+        __m512i P[kRows];
+        for (int i = 0; i < kRows; ++i) P[i] = _mm512_dpbusd_epi32(na, wf[i], av);  // odd tail: av, na zero in lanes 8..15
+        __m512i s0, s1;
+        reduce16(P, s0, s1);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(dw0, _mm512_set1_ps(da[t][b])), acc[t]);
+        if (two) acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(dw1, _mm512_set1_ps(da[t][b + 1])), acc[t]);
       }
     }
-    _mm512_mask_storeu_ps(y + r, (__mmask16)((1u << nr) - 1), acc);
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy + r, (__mmask16)((1u << nr) - 1), acc[t]);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool gemv_q8_0_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, float* y) {
+  return gemv_q8_0_nt<1>(wm, r0, r1, act, L, y, 0);
+}
+
+bool gemv_q8_0_multi_avx512(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L,
+                            int64_t n_tok, float* y, int64_t ldy) {
+  if (n_tok < 1 || n_tok > kGemvMaxTokensQ8_0) return false;
+  // Chunks of at most 4 tokens (register pressure: 16 weight vectors + 4 accumulators).
+  for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
+    const uint8_t* a = act + (size_t)t0 * L.stride;
+    float* yt = y + t0 * ldy;
+    bool ok = false;
+    switch (std::min<int64_t>(4, n_tok - t0)) {
+      case 1: ok = gemv_q8_0_nt<1>(wm, r0, r1, a, L, yt, ldy); break;
+      case 2: ok = gemv_q8_0_nt<2>(wm, r0, r1, a, L, yt, ldy); break;
+      case 3: ok = gemv_q8_0_nt<3>(wm, r0, r1, a, L, yt, ldy); break;
+      default: ok = gemv_q8_0_nt<4>(wm, r0, r1, a, L, yt, ldy); break;
+    }
+    if (!ok) return false;
   }
   return true;
 }
