@@ -29,8 +29,8 @@ struct DrafterOptions {
 };
 
 // Times one target forward over n = 1 .. n_max new tokens (all-position logits, as verify runs)
-// after a 128-token context: the median of 5 (after one warm-up) at every n, then the
-// non-decreasing least-squares fit. Index 0 is unused. About 0.15 s per n for the 270M target.
+// after a 128-token context: the median of 3 (after one warm-up) at every n, then the
+// non-decreasing least-squares fit. Index 0 is unused. About 0.1 s per n for the 270M target.
 std::vector<double> measure_verify_ms(const model::Gemma3Model& model, int n_max, ThreadPool* pool);
 
 // Owns the drafter and whatever it needs to live (a draft model, its tokenizer).

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The shipped default drafter (drafters/gemma3-270m, found beside the build or source tree):
+# `dspark generate` mounts it without flags (DSpark + copy head, cost-aware schedule), `--no-spec`
+# does not, the greedy text is the same, and the PROVENANCE file is there.
+# Usage: test_shipped_drafter.sh DSPARK_BINARY SOURCE_DIR [MODEL.gguf]   (else $DSPARK_MODEL; 77 = skipped)
+set -u
+bin="$1"
+src="$2"
+model="${3:-${DSPARK_MODEL:-}}"
+if [ -z "$model" ] || [ ! -f "$model" ]; then
+  echo "skip: no model (set DSPARK_MODEL)"
+  exit 77
+fi
+fail=0
+for f in config.json model.safetensors PROVENANCE; do
+  [ -s "$src/drafters/gemma3-270m/$f" ] || { echo "FAIL drafters/gemma3-270m/$f missing"; fail=1; }
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prompt="Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox"
+"$bin" generate -m "$model" -p "$prompt" -n 48 --json >"$tmp/spec.json" 2>"$tmp/err1" || { echo "FAIL generate (default)"; cat "$tmp/err1"; fail=1; }
+"$bin" generate -m "$model" -p "$prompt" -n 48 --json --no-spec >"$tmp/plain.json" 2>"$tmp/err2" || { echo "FAIL generate --no-spec"; cat "$tmp/err2"; fail=1; }
+python3 - "$tmp/spec.json" "$tmp/plain.json" <<'PY' || fail=1
+import json, sys
+s = json.load(open(sys.argv[1]))
+p = json.load(open(sys.argv[2]))
+ok = True
+def check(cond, what):
+    global ok
+    if not cond:
+        print("FAIL", what)
+        ok = False
+spec = s.get("spec") or {}
+check(spec.get("shipped_default") is True, "default run did not mount the shipped drafter: %r" % spec.get("shipped_default"))
+check(spec.get("schedule") == "cost", "shipped drafter should use the cost-aware schedule")
+check("copy_head" in (spec.get("drafter") or {}), "shipped drafter should run its copy head")
+check(not p.get("spec"), "--no-spec still reported speculation")
+check(s["text"] == p["text"], "greedy text differs with the shipped drafter:\n%r\n%r" % (s["text"], p["text"]))
+check(spec.get("tau", 0) > 1.0, "the shipped drafter accepted nothing on a repeating prompt")
+sys.exit(0 if ok else 1)
+PY
+[ "$fail" -eq 0 ] && echo "ok: shipped drafter mounted by default, same greedy text as --no-spec"
+exit "$fail"
