@@ -22,6 +22,10 @@ CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
 }
 
 void CopyHead::begin(std::span<const int32_t> prompt) {
+  // Per-request estimates (from the priors again), so a request drafts the same way whatever ran
+  // before it on this drafter state (seeded sampling stays reproducible).
+  std::fill(tries_.begin(), tries_.end(), 0.0);
+  std::fill(accepts_.begin(), accepts_.end(), 0.0);
   seq_.assign(prompt.begin(), prompt.end());
   committed_len_ = (int64_t)seq_.size();
   drafted_src_.clear();

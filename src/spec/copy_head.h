@@ -44,7 +44,7 @@ class CopyHead {
  public:
   explicit CopyHead(CopyHeadConfig cfg = {});
 
-  // A new request: the committed history.
+  // A new request: the committed history; the acceptance counts restart from the priors.
   void begin(std::span<const int32_t> prompt);
   // Start of a draft: the pending (anchor) token; proposals are then made over
   // history + pending + push()ed drafts.

@@ -72,6 +72,31 @@ DSparkDrafter::DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSp
   verify_ms_ = opt.verify_ms;
 }
 
+double DSparkDrafter::calibrate_draft_ms() {
+  const DSparkConfig& c = model_->config();
+  const int64_t rows = 128;
+  std::vector<float> zeros((size_t)(rows * c.hidden_size), 0.0f);
+  TapRows taps;
+  taps.taps.assign(c.target_layer_ids.size(), zeros.data());
+  taps.n_rows = rows;
+  taps.n_embd = c.hidden_size;
+  std::vector<int32_t> prompt((size_t)rows, 2);
+  if (!begin(prompt, taps).is_ok()) return 0.0;
+  std::vector<double> t;
+  for (int r = 0; r < 6; ++r) {
+    run_backbone(2, gamma_);
+    if (r > 0) t.push_back(last_backbone_ms_);
+  }
+  std::sort(t.begin(), t.end());
+  opt_.draft_ms = t[t.size() / 2];
+  draft_ms_ = opt_.draft_ms;
+  backbone_rounds_ = 1;  // the online mean starts from the calibration
+  ctx_.len = 0;
+  for (auto& k : ctx_.k) k.clear();
+  for (auto& v : ctx_.v) v.clear();
+  return opt_.draft_ms;
+}
+
 void DSparkDrafter::observe_verify(int n_tokens, double ms) {
   constexpr double kVerifyEmaWeight = 0.1;  // ~10 rounds of memory: follows load changes, damps spikes
   if (n_tokens >= 1 && (size_t)n_tokens < verify_ms_.size() && ms > 0)
@@ -132,6 +157,7 @@ void DSparkDrafter::run_backbone(int32_t anchor, int n_rows) {
   model_->backbone(ctx_, s_, anchor, hidden_.data());
   model_->base_logits(s_, hidden_.data(), n_rows, base_.data());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  last_backbone_ms_ = ms;
   ++backbone_rounds_;
   draft_ms_ += (ms - draft_ms_) / (double)std::min<int64_t>(backbone_rounds_, 32);
   backbone_ran_ = true;
@@ -177,9 +203,12 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   else copy_.start_draft(req.pending);
   // Scheduler state (Algorithm 1): expected tokens 1 + Σ a_j over the cost of verifying 1 + ℓ
   // tokens plus the backbone's cost once it has run.
-  const bool schedule = opt_.schedule && (int64_t)verify_ms_.size() >= (int64_t)n + 2;
-  auto draft_cost = [&] { return backbone_ran_ ? draft_ms_ : 0.0; };
-  double surv = 1.0, expected = 1.0, best_rate = schedule ? 1.0 / (draft_cost() + verify_ms_[1]) : 0.0;
+  // Sampled requests decide from constants (start-up tables), greedy ones from the online estimates.
+  const std::vector<double>& vms = sampled ? opt_.verify_ms : verify_ms_;
+  const double bb_ms = sampled && opt_.draft_ms > 0 ? opt_.draft_ms : draft_ms_;
+  const bool schedule = opt_.schedule && (int64_t)vms.size() >= (int64_t)n + 2;
+  auto draft_cost = [&] { return backbone_ran_ ? bb_ms : 0.0; };
+  double surv = 1.0, expected = 1.0, best_rate = schedule ? 1.0 / (draft_cost() + vms[1]) : 0.0;
 
   // 2-4. Sequential pass; the confidence of slot k uses h_k and W1[prev_k], known before drawing.
   const bool want_conf = c.confidence && (opt_.threshold > 0.0f || opt_.report_confidence || schedule);
@@ -196,7 +225,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       // expected to pay for it (its cost is known from earlier rounds).
       if (schedule) {
         const double a = surv * copy_.schedule_confidence(0);
-        if (!((expected + a) / (draft_ms_ + verify_ms_[(size_t)k + 2]) > best_rate)) break;
+        if (!((expected + a) / (bb_ms + vms[(size_t)k + 2]) > best_rate)) break;
       }
       run_backbone(req.pending, n);
       // Bring the Markov state up to slot k (the RNN head's state runs through every slot).
@@ -212,7 +241,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       if (opt_.threshold > 0.0f && conf < opt_.threshold) break;
       if (schedule) {
         const double a = surv * copy_.schedule_confidence(cp.n);
-        const double rate = (expected + a) / (draft_cost() + verify_ms_[(size_t)k + 2]);
+        const double rate = (expected + a) / (draft_cost() + vms[(size_t)k + 2]);
         if (!(rate > best_rate)) break;
         best_rate = rate;
         expected += a;
@@ -237,7 +266,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       if (schedule) {
         const float T = (size_t)k < c.sts_temperatures.size() ? c.sts_temperatures[(size_t)k] : 1.0f;
         const double a = surv * (double)sigmoid(z / T);
-        const double rate = (expected + a) / (draft_cost() + verify_ms_[(size_t)k + 2]);
+        const double rate = (expected + a) / (draft_cost() + vms[(size_t)k + 2]);
         if (!(rate > best_rate)) break;  // first non-improvement ends the scan
         best_rate = rate;
         expected += a;

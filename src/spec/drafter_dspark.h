@@ -39,6 +39,10 @@ struct DSparkOptions {
   // online (running mean of this drafter's backbone time).
   bool schedule = false;
   std::vector<double> verify_ms;
+  // Backbone cost used by sampled (temperature > 0) requests, which decide from constants only, so
+  // a request with a seed drafts (and samples) the same way every time: the start-up verify table
+  // and this value (calibrate_draft_ms()). 0 = the online mean (decisions then follow timing).
+  double draft_ms = 0;
   // Copy head (spec/copy_head.h): slots with a prompt-lookup match take the copied token; the
   // backbone runs only when a slot has none. Its online acceptance estimate is the slot's c_k.
   bool copy = false;
@@ -64,8 +68,13 @@ class DSparkDrafter : public Drafter {
   Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
   Status draft(const DraftRequest& req, DraftResult* out) override;
   Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;
-  // Refines the verify-cost table of the cost-aware schedule with what rounds really cost.
+  // Refines the verify-cost table of the cost-aware schedule with what rounds really cost
+  // (greedy requests; sampled ones keep the start-up table, see DSparkOptions::draft_ms).
   void observe_verify(int n_tokens, double ms) override;
+  // Times the backbone + LM head over a synthetic 128-row context (median of 5 after a warm-up),
+  // stores it as options().draft_ms and as the online mean's start, and returns it. Call before
+  // begin(); it leaves no request state behind.
+  double calibrate_draft_ms();
 
   const DSparkModel& model() const { return *model_; }
   const std::shared_ptr<const DSparkModel>& shared_model() const { return model_; }
@@ -110,7 +119,8 @@ class DSparkDrafter : public Drafter {
   CopyHead copy_;
   int64_t backbone_rounds_ = 0, rounds_ = 0;
   std::vector<double> verify_ms_;   // the schedule's cost table: opt_.verify_ms, refined online
-  double draft_ms_ = 0;             // running mean of the backbone + LM head time per round
+  double draft_ms_ = 0;
+  double last_backbone_ms_ = 0;             // running mean of the backbone + LM head time per round
 };
 
 }  // namespace dspark::spec

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "quant/convert.h"
+#include "spec/dspark_model.h"
 #include "quant/quant_config.h"
 #include "tools/drafter_factory.h"
 #include "tools/drafter_smoke.h"
@@ -18,25 +19,6 @@ namespace dspark::tools {
 namespace fs = std::filesystem;
 
 namespace {
-
-// drafters/quant_auto.json beside the build or the source tree (as the shipped drafters).
-std::string recommendation_file() {
-  std::vector<fs::path> roots;
-  char exe[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    const fs::path d = fs::path(std::string(exe, (size_t)n)).parent_path();
-    roots.push_back(d / ".." / ".." / "drafters");
-    roots.push_back(d / ".." / "share" / "dspark" / "drafters");
-  }
-#ifdef DSPARK_SOURCE_DIR
-  roots.push_back(fs::path(DSPARK_SOURCE_DIR) / "drafters");
-#endif
-  std::error_code ec;
-  for (const fs::path& r : roots)
-    if (fs::exists(r / "quant_auto.json", ec)) return fs::weakly_canonical(r / "quant_auto.json", ec).string();
-  return "";
-}
 
 bool dir_writable(const fs::path& d) { return ::access(d.c_str(), W_OK) == 0; }
 
@@ -50,7 +32,7 @@ Result<std::string> resolve_draft_quant(const std::string& dir, const std::strin
   auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());
   if (!qc) return qc.status();
   if (qc->present) return dir;  // already quantized
-  const std::string rec_path = recommendation.empty() ? recommendation_file() : recommendation;
+  const std::string rec_path = recommendation.empty() ? find_in_drafters("quant_auto.json") : recommendation;
   if (rec_path.empty()) return dir;
   std::ifstream in(rec_path);
   if (!in) return Status::error(rec_path + ": cannot open");
@@ -88,7 +70,10 @@ Result<std::string> resolve_draft_quant(const std::string& dir, const std::strin
   std::fprintf(stderr, "draft-quant auto: converting %s to %s (recommended rung for drafters, %s) ...\n", dir.c_str(),
                rung.c_str(), rec_path.c_str());
   auto rep = quant::quantize_checkpoint(opt);
-  if (!rep) return Status::error("draft-quant auto: " + rep.message() + " (--draft-quant none loads the original)");
+  if (!rep) {  // best effort: a drafter the rung does not fit (shapes, formats) loads as given
+    std::fprintf(stderr, "draft-quant auto: not converted (%s); loading %s as given\n", rep.message().c_str(), dir.c_str());
+    return dir;
+  }
   std::fprintf(stderr, "draft-quant auto: wrote %s (%.2f MB -> %.2f MB, %.2f bpw); reused next time\n", out.c_str(),
                (double)rep->bytes_before / 1e6, (double)rep->bytes_after / 1e6, rep->bpw_quantized);
   return out.string();
@@ -101,6 +86,13 @@ Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::
   if (path.empty() || mode == "none" || (kind != "auto" && kind != "dspark" && !kind.empty())) return path;
   auto k = detect_draft_kind(path);
   if (!k || *k != "dspark") return path;  // errors are reported by make_drafter
+  // Only a drafter that loads against this target is converted (make_drafter reports the rest).
+  const model::Gemma3Config& tc = target.config();
+  spec::TargetTables tables;
+  tables.embed = tables.lm_head = target.weights().token_embd;
+  tables.n_vocab = tc.n_vocab;
+  tables.n_embd = tc.n_embd;
+  if (!spec::DSparkModel::load(path, spec::target_shape(tc), &tables)) return path;
   return resolve_draft_quant(path, mode, target, cache_dir, pool);
 }
 

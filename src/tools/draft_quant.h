@@ -6,7 +6,9 @@
 //         chosen from the measured acceptance-per-byte curve, docs/RESULTS.md), written through a
 //         staging folder beside the source (DIR-auto-<rung>; if DIR's parent is not writable, under
 //         <cache>/drafters/), reloaded and drafted once before it is renamed into place, and reused
-//         on later runs. A quantized checkpoint, or no recommendation file, loads as given.
+//         on later runs. A quantized checkpoint, a drafter that does not load against the target,
+//         one the rung does not fit (e.g. a dimension not a multiple of the group), or no
+//         recommendation file: loads as given.
 // Says on stderr what it did.
 #pragma once
 

@@ -98,6 +98,9 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
       d = spec::DSparkDrafter::create((*d)->shared_model(), dopt, pool);
       if (!d) return d.status();
     }
+    // The cost-aware schedule of sampled requests decides from constants: time the backbone once
+    // (a drafter created with a known draft_ms, e.g. per serve slot, skips this).
+    if (dopt.schedule && dopt.draft_ms <= 0 && !dopt.verify_ms.empty()) (*d)->calibrate_draft_ms();
     b.gamma = (*d)->gamma();
     b.drafter = std::move(d).value();
     return b;

@@ -46,13 +46,8 @@ Result<std::string> resolve_model_path(const std::string& spec, const std::strin
   return spec;
 }
 
-std::string default_drafter_dir(const std::string& model_path) {
+std::string find_in_drafters(const std::string& relative) {
   namespace fs = std::filesystem;
-  const std::string file = fs::path(model_path).filename().string();
-  const RegistryEntry* entry = nullptr;
-  for (const auto& e : model_registry())
-    if (e.file_name == file && !e.drafter.empty()) entry = &e;
-  if (!entry) return "";
   std::vector<fs::path> roots;
   char exe[4096];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -65,11 +60,20 @@ std::string default_drafter_dir(const std::string& model_path) {
   roots.push_back(fs::path(DSPARK_SOURCE_DIR) / "drafters");
 #endif
   std::error_code ec;
-  for (const fs::path& r : roots) {
-    const fs::path d = r / entry->drafter;
-    if (fs::exists(d / "config.json", ec)) return fs::weakly_canonical(d, ec).string();
-  }
+  for (const fs::path& r : roots)
+    if (fs::exists(r / relative, ec)) return fs::weakly_canonical(r / relative, ec).string();
   return "";
+}
+
+std::string default_drafter_dir(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  const std::string file = fs::path(model_path).filename().string();
+  const RegistryEntry* entry = nullptr;
+  for (const auto& e : model_registry())
+    if (e.file_name == file && !e.drafter.empty()) entry = &e;
+  if (!entry) return "";
+  const std::string cfg = find_in_drafters(entry->drafter + "/config.json");
+  return cfg.empty() ? "" : fs::path(cfg).parent_path().string();
 }
 
 }  // namespace dspark::tools

@@ -35,4 +35,8 @@ Result<std::string> resolve_model_path(const std::string& spec, const std::strin
 // (install), then <source>/drafters/<name>. "" when the model has none or it is not found.
 std::string default_drafter_dir(const std::string& model_path);
 
+// The first existing <root>/<relative> over the drafters roots above (build tree, install, source
+// tree), canonical; "" if none.
+std::string find_in_drafters(const std::string& relative);
+
 }  // namespace dspark::tools

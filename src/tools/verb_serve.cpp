@@ -168,10 +168,10 @@ int verb_serve(int argc, char** argv) {
   serve::DrafterFactory factory;
   if (!no_spec) {
     DrafterOptions dopt = default_serve_drafter(lm->path);
-    if (!draft_path.empty() || !draft_kind.empty()) {
+    if (!draft_path.empty() || !draft_kind.empty()) {  // a drafter named on the command line: generic defaults
+      dopt = DrafterOptions{};
       dopt.kind = draft_kind.empty() ? "auto" : draft_kind;
       dopt.path = draft_path;
-      dopt.schedule = false;
     }
     if (n_draft >= 0) dopt.gamma = (int)n_draft;
     dopt.threshold = draft_threshold;

@@ -143,7 +143,9 @@ def run_checks(openai, port):
     check(len(models) == 1, "models: one served model")
     mid = models[0].id
     drafter = (models[0].model_extra or {}).get("drafter")
-    check(isinstance(drafter, dict) and drafter.get("kind") == "ngram", f"models: drafter mounted ({drafter})")
+    # The default drafter of gemma3-270m is the shipped one (drafters/gemma3-270m: DSpark + copy head).
+    check(isinstance(drafter, dict) and drafter.get("kind") == "dspark"
+          and str(drafter.get("path", "")).endswith("drafters/gemma3-270m"), f"models: shipped drafter mounted ({drafter})")
 
     # Chat, non-streamed, temperature 0: with and without speculation.
     msgs = [{"role": "user", "content": "List the first five prime numbers."}]
@@ -304,7 +306,7 @@ def run_checks(openai, port):
 
     # Stats, metrics, chat page.
     st = request("GET", port, "/stats", headers=auth)[1]
-    check(st["drafter"]["kind"] == "ngram" and st["totals"]["speculation"]["rounds"] > 0
+    check(st["drafter"]["kind"] == "dspark" and st["totals"]["speculation"]["rounds"] > 0
           and st["totals"]["prompt_cache"]["hits"] > 0 and "accepted_by_pos" in st["totals"]["speculation"]
           and st["totals"]["cancelled"] >= 2, "stats: drafter, speculation, prompt cache, cancellations")
     status, text = request("GET", port, "/metrics", headers=auth)

@@ -26,15 +26,7 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   ASSERT_TRUE(t.write((tmp / "target.gguf").string()).is_ok());
   auto target = model::Gemma3Model::load((tmp / "target.gguf").string());
   ASSERT_TRUE(target.is_ok()) << target.message();
-  testing::TinyDrafterShape s;
-  s.H = t.n_embd;
-  s.n_heads = 2;
-  s.head_dim = 16;
-  s.I = 64;
-  s.V = t.n_vocab;
-  s.n_target_layers = t.n_layer;
-  s.rank = 32;
-  s.n_draft_vocab = 40;
+  const testing::TinyDrafterShape s = testing::paired_tiny_shape(t.n_embd, t.n_vocab, t.n_layer);
   const std::string src = (tmp / "drafter").string();
   ASSERT_TRUE(testing::write_tiny_drafter(src, s, 8).is_ok());
   const std::string rec = (tmp / "quant_auto.json").string();
@@ -70,6 +62,16 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   EXPECT_EQ(*q, *a);
   auto missing = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, (tmp / "none.json").string());
   EXPECT_FALSE(missing.is_ok()) << "a named recommendation file that does not exist is an error";
+
+  // A rung that does not fit the drafter (group 128 > the 32-wide Markov table): loaded as given.
+  std::ofstream(rec) << R"({"rung": "affine4g128", "method": "affine", "bits": 4, "group_size": 128})";
+  ::testing::internal::CaptureStderr();
+  auto unfit = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  const std::string err3 = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(unfit.is_ok()) << unfit.message();
+  EXPECT_EQ(*unfit, src);
+  EXPECT_NE(err3.find("not converted"), std::string::npos) << err3;
+  EXPECT_FALSE(fs::exists(tmp / "drafter-auto-affine4g128")) << "nothing half-written";
 
   std::ofstream(rec) << R"({"method": "affine"})";
   auto bad = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);

@@ -28,15 +28,7 @@ class QuantizeCli : public ::testing::Test {
     const testing::TinyGemma3 target(3);
     target_ = (tmp_ / "target.gguf").string();
     ASSERT_TRUE(target.write(target_).is_ok());
-    testing::TinyDrafterShape s;
-    s.H = target.n_embd;
-    s.n_heads = 2;
-    s.head_dim = 16;
-    s.I = 64;
-    s.V = target.n_vocab;
-    s.n_target_layers = target.n_layer;
-    s.rank = 32;
-    s.n_draft_vocab = 40;
+    const testing::TinyDrafterShape s = testing::paired_tiny_shape(target.n_embd, target.n_vocab, target.n_layer);
     drafter_ = (tmp_ / "drafter").string();
     ASSERT_TRUE(testing::write_tiny_drafter(drafter_, s, 8).is_ok());
   }

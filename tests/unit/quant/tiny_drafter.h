@@ -20,6 +20,20 @@ struct TinyDrafterShape {
   int64_t n_draft_vocab = 128;  // d2t = every other id from 1
 };
 
+// A small drafter shape paired with a tiny Gemma 3 target of width H, vocabulary V and n_layer layers.
+inline TinyDrafterShape paired_tiny_shape(int64_t H, int64_t V, int64_t n_layer) {
+  TinyDrafterShape s;
+  s.H = H;
+  s.n_heads = 2;
+  s.head_dim = 16;
+  s.I = 64;
+  s.V = V;
+  s.n_target_layers = n_layer;
+  s.rank = 32;
+  s.n_draft_vocab = 40;
+  return s;
+}
+
 inline double tiny_normal(Rng& rng) {
   const double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
