@@ -86,7 +86,9 @@ Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::
   if (path.empty() || mode == "none" || (kind != "auto" && kind != "dspark" && !kind.empty())) return path;
   auto k = detect_draft_kind(path);
   if (!k || *k != "dspark") return path;  // errors are reported by make_drafter
-  // Only a drafter that loads against this target is converted (make_drafter reports the rest).
+  // Already quantized: nothing to do (cheap check first). Otherwise only a drafter that loads
+  // against this target is converted (make_drafter reports the rest).
+  if (auto qc = quant::read_quant_config((fs::path(path) / "config.json").string()); !qc || qc->present) return path;
   const model::Gemma3Config& tc = target.config();
   spec::TargetTables tables;
   tables.embed = tables.lm_head = target.weights().token_embd;
