@@ -64,6 +64,8 @@ class CopyHead {
   bool commit(std::span<const int32_t> committed, int64_t pos);
 
   int64_t history_len() const { return committed_len_; }
+  // slots_*: counts over this state's life; drafter_slots_* and by_match_length: the current request
+  // (the estimates restart from the priors at begin()).
   nlohmann::json stats() const;
 
  private:
