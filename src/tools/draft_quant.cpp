@@ -22,13 +22,30 @@ namespace {
 
 bool dir_writable(const fs::path& d) { return ::access(d.c_str(), W_OK) == 0; }
 
+Status check_quant_mode(const std::string& mode) {
+  if (mode == "auto" || mode == "none") return Status::ok();
+  return Status::error("--draft-quant must be auto or none, got '" + mode + "'");
+}
+
 }  // namespace
+
+void add_dspark_mount_flags(Args& args, DSparkMountFlags* f) {
+  args.add("--draft-quant", &f->quant, "dspark: auto (convert an unquantized drafter once to the recommended\n"
+           "rung, cached beside it; docs/QUANT-FORMAT.md) or none (load it as given)");
+  args.add("--draft-copy", &f->copy, "dspark copy head (prompt lookup in the sequential stage): auto (as the\n"
+           "drafter's config says), on, off");
+}
+
+Status check_dspark_mount_flags(const DSparkMountFlags& f) {
+  DSPARK_RETURN_IF_ERROR(check_quant_mode(f.quant));
+  return check_draft_copy_mode(f.copy);
+}
 
 Result<std::string> resolve_draft_quant(const std::string& dir, const std::string& mode, const model::Gemma3Model& target,
                                         const std::string& cache_dir, ThreadPool* pool,
                                         const std::string& recommendation) {
+  DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
   if (mode == "none") return dir;
-  if (mode != "auto") return Status::error("--draft-quant must be auto or none, got '" + mode + "'");
   auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());
   if (!qc) return qc.status();
   if (qc->present) return dir;  // already quantized
@@ -82,7 +99,7 @@ Result<std::string> resolve_draft_quant(const std::string& dir, const std::strin
 Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::string& path, const std::string& mode,
                                             const model::Gemma3Model& target, const std::string& cache_dir,
                                             ThreadPool* pool) {
-  if (mode != "auto" && mode != "none") return Status::error("--draft-quant must be auto or none, got '" + mode + "'");
+  DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
   if (path.empty() || mode == "none" || (kind != "auto" && kind != "dspark" && !kind.empty())) return path;
   auto k = detect_draft_kind(path);
   if (!k || *k != "dspark") return path;  // errors are reported by make_drafter

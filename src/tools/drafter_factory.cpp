@@ -16,6 +16,11 @@ namespace dspark::tools {
 
 namespace fs = std::filesystem;
 
+Status check_draft_copy_mode(const std::string& mode) {
+  if (mode == "auto" || mode == "on" || mode == "off") return Status::ok();
+  return Status::error("--draft-copy must be auto, on or off, got '" + mode + "'");
+}
+
 Result<std::string> detect_draft_kind(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
@@ -78,8 +83,7 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
     dopt.ctx_reserve = opt.n_ctx;
     dopt.schedule = opt.schedule;
     dopt.verify_ms = opt.verify_ms;
-    if (opt.copy != "auto" && opt.copy != "on" && opt.copy != "off")
-      return Status::error("--draft-copy must be auto, on or off, got '" + opt.copy + "'");
+    DSPARK_RETURN_IF_ERROR(check_draft_copy_mode(opt.copy));
     auto d = spec::DSparkDrafter::load(opt.path, *target.model, dopt, pool);  // gamma = block_size
     if (!d) return d.status();
     const int block = (*d)->gamma();

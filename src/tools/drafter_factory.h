@@ -41,6 +41,9 @@ struct DrafterBundle {
   std::unique_ptr<spec::Drafter> drafter;
 };
 
+// --draft-copy: auto, on or off.
+Status check_draft_copy_mode(const std::string& mode);
+
 // Detects "dspark" / "draft-model" from a path; error if neither.
 Result<std::string> detect_draft_kind(const std::string& path);
 

@@ -23,7 +23,8 @@ int verb_generate(int argc, char** argv) {
   double temp = 0.0, top_p = 1.0, min_p = 0.0;
   bool chat = false, json = false, ignore_eos = false;
   std::vector<std::string> stops;
-  std::string draft_path, draft_kind, draft_schedule, draft_copy = "auto", draft_quant = "auto";
+  std::string draft_path, draft_kind, draft_schedule;
+  DSparkMountFlags mount;
   bool no_spec = false;
   int64_t n_draft = 5;
   double draft_threshold = 0.0;
@@ -57,17 +58,14 @@ int verb_generate(int argc, char** argv) {
   args.add_flag("--no-spec", &no_spec, "plain decoding: do not mount the model's shipped default drafter");
   args.add("--draft-schedule", &draft_schedule, "dspark draft length: fixed (gamma / threshold) or cost (expected tokens\n"
            "per second from calibrated confidences and the measured verify cost, paper Algorithm 1)");
-  args.add("--draft-quant", &draft_quant, "dspark: auto (convert an unquantized drafter once to the recommended\n"
-           "rung, cached beside it; docs/QUANT-FORMAT.md) or none (load it as given)");
-  args.add("--draft-copy", &draft_copy, "dspark copy head (prompt lookup in the sequential stage): auto (as the\n"
-           "drafter's config says), on, off");
+  add_dspark_mount_flags(args, &mount);
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark generate: %s\n", st.message().c_str());
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
-  if (draft_quant != "auto" && draft_quant != "none") {
-    std::fprintf(stderr, "dspark generate: --draft-quant must be auto or none, got '%s'\n", draft_quant.c_str());
+  if (Status st = check_dspark_mount_flags(mount); !st) {
+    std::fprintf(stderr, "dspark generate: %s\n", st.message().c_str());
     return kExitBadInput;
   }
   if (!draft_schedule.empty() && draft_schedule != "fixed" && draft_schedule != "cost") {
@@ -137,7 +135,7 @@ int verb_generate(int argc, char** argv) {
     }
   }
   if (draft_schedule.empty()) draft_schedule = "fixed";
-  if (auto q = resolve_draft_quant_for(draft_kind, draft_path, draft_quant, *lm->model, resolve_cache_dir(cache), &pool);
+  if (auto q = resolve_draft_quant_for(draft_kind, draft_path, mount.quant, *lm->model, resolve_cache_dir(cache), &pool);
       !q) {
     std::fprintf(stderr, "dspark generate: %s\n", q.message().c_str());
     return kExitBadInput;
@@ -151,7 +149,7 @@ int verb_generate(int argc, char** argv) {
   if (speculative) {
     DrafterOptions dopt{.kind = draft_kind.empty() ? "auto" : draft_kind, .path = draft_path, .gamma = (int)n_draft,
                         .threshold = draft_threshold, .n_ctx = n_ctx, .schedule = draft_schedule == "cost", .verify_ms = {},
-                        .copy = draft_copy};
+                        .copy = mount.copy};
     auto bundle = make_drafter(dopt, *lm, params.sampler, &pool);
     if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
     if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it

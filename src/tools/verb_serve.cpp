@@ -78,8 +78,8 @@ std::string model_id(const std::string& spec, const std::string& path) {
 }  // namespace
 
 int verb_serve(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, draft_path, draft_kind,
-              draft_copy = "auto", draft_quant = "auto";
+  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, draft_path, draft_kind;
+  DSparkMountFlags mount;
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
   int64_t n_draft = -1, max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
   int64_t drain_s = 10, http_threads = 0;
@@ -90,19 +90,19 @@ int verb_serve(int argc, char** argv) {
             "Serve the model over an OpenAI-compatible HTTP API: POST /v1/chat/completions and\n"
             "/v1/completions (streamed or not), GET /v1/models, /health, /stats, /metrics (Prometheus)\n"
             "and a chat page at /. Every slot decodes speculatively with its own drafter (default: the\n"
-            "n-gram drafter); answers equal serial decoding at temperature 0. See docs/SERVE.md.");
+            "model's shipped DSpark drafter, else n-gram); answers equal serial decoding at temperature 0.\n"
+            "See docs/SERVE.md.");
   args.add("--model,-m", &model_spec, "registry name or GGUF path");
   args.add("--cache-dir", &cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
   args.add("--draft-model", &draft_path, "drafter: a GGUF with the target's vocabulary or a DSpark checkpoint dir");
-  args.add("--draft-kind", &draft_kind, "auto (from --draft-model), ngram, draft-model, dspark (default: ngram)");
-  args.add("--num-draft-tokens", &n_draft, "draft tokens per round at most (gamma); default 5", 0, 64);
+  args.add("--draft-kind", &draft_kind, "auto (from --draft-model), ngram, draft-model, dspark (default: the shipped\n"
+           "drafter, else ngram)");
+  args.add("--num-draft-tokens", &n_draft, "draft tokens per round at most (gamma); default 5 (shipped drafter:\n"
+           "its block, cost-aware)", 0, 64);
   args.add("--draft-threshold", &draft_threshold, "dspark: stop drafting at the first slot with confidence below this",
            0.0, 1.0);
   args.add_flag("--no-spec", &no_spec, "no drafter: serial decoding only");
-  args.add("--draft-quant", &draft_quant, "dspark: auto (convert an unquantized drafter once to the recommended\n"
-           "rung, cached beside it) or none (load it as given)");
-  args.add("--draft-copy", &draft_copy, "dspark copy head (prompt lookup in the sequential stage): auto (as the\n"
-           "drafter's config says), on, off");
+  add_dspark_mount_flags(args, &mount);
   args.add("--host", &host, "address to listen on (default: localhost only)");
   args.add("--port", &port, "TCP port (0: any free port, printed at start)", 0, 65535);
   args.add("--api-key", &api_key, "require 'Authorization: Bearer KEY' on /v1/*, /stats and /metrics");
@@ -125,8 +125,8 @@ int verb_serve(int argc, char** argv) {
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
-  if (draft_quant != "auto" && draft_quant != "none") {
-    std::fprintf(stderr, "dspark serve: --draft-quant must be auto or none, got '%s'\n", draft_quant.c_str());
+  if (Status st = check_dspark_mount_flags(mount); !st) {
+    std::fprintf(stderr, "dspark serve: %s\n", st.message().c_str());
     return kExitBadInput;
   }
   if (!args.positional().empty()) {
@@ -176,8 +176,8 @@ int verb_serve(int argc, char** argv) {
     if (n_draft >= 0) dopt.gamma = (int)n_draft;
     dopt.threshold = draft_threshold;
     dopt.n_ctx = n_ctx;
-    dopt.copy = draft_copy;
-    if (auto q = resolve_draft_quant_for(dopt.kind, dopt.path, draft_quant, *lm->model, resolve_cache_dir(cache), &pool);
+    dopt.copy = mount.copy;
+    if (auto q = resolve_draft_quant_for(dopt.kind, dopt.path, mount.quant, *lm->model, resolve_cache_dir(cache), &pool);
         !q) {
       std::fprintf(stderr, "dspark serve: %s\n", q.message().c_str());
       return kExitBadInput;
