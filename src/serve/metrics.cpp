@@ -1,6 +1,7 @@
 #include "serve/metrics.h"
 
 #include <cstdio>
+#include <vector>
 
 namespace dspark::serve {
 
@@ -19,6 +20,19 @@ void header(std::string& out, const char* name, const char* type, const char* he
 }
 
 void sample(std::string& out, const std::string& name, double v) { out += name + " " + num(v) + "\n"; }
+
+// One unlabelled series: its HELP/TYPE header and value.
+void metric(std::string& out, const char* name, const char* type, const char* help, double v) {
+  header(out, name, type, help);
+  sample(out, name, v);
+}
+
+// A counter with one series per 1-based draft position.
+void per_position(std::string& out, const char* name, const char* help, const std::vector<int64_t>& counts) {
+  header(out, name, "counter", help);
+  for (size_t i = 0; i < counts.size(); ++i)
+    out += std::string(name) + "{position=\"" + std::to_string(i + 1) + "\"} " + std::to_string(counts[i]) + "\n";
+}
 
 // Label values are route names and numbers here; escape anyway (Prometheus text format).
 std::string label(const std::string& v) {
@@ -88,57 +102,37 @@ std::string Metrics::prometheus(const json& g) const {
   for (const auto& [k, n] : requests_)
     o += "dspark_requests_total{route=\"" + label(k.first) + "\",code=\"" + std::to_string(k.second) + "\"} " +
          std::to_string(n) + "\n";
-  header(o, "dspark_generations_total", "counter", "Generations run (finished, cancelled or failed).");
-  sample(o, "dspark_generations_total", (double)jobs_);
-  header(o, "dspark_generations_cancelled_total", "counter", "Generations stopped early (client gone, shutdown).");
-  sample(o, "dspark_generations_cancelled_total", (double)jobs_cancelled_);
-  header(o, "dspark_generations_failed_total", "counter", "Generations that failed with an error.");
-  sample(o, "dspark_generations_failed_total", (double)jobs_failed_);
-  header(o, "dspark_prompt_tokens_total", "counter", "Prompt tokens of all generations.");
-  sample(o, "dspark_prompt_tokens_total", (double)prompt_tokens_);
-  header(o, "dspark_completion_tokens_total", "counter", "Generated tokens.");
-  sample(o, "dspark_completion_tokens_total", (double)completion_tokens_);
-  header(o, "dspark_prompt_cache_hits_total", "counter", "Generations that reused a cached KV prefix longer than the BOS.");
-  sample(o, "dspark_prompt_cache_hits_total", (double)cache_hits_);
-  header(o, "dspark_prompt_cache_reused_tokens_total", "counter", "Prompt tokens whose KV came from the cache.");
-  sample(o, "dspark_prompt_cache_reused_tokens_total", (double)cached_tokens_);
+  metric(o, "dspark_generations_total", "counter", "Generations run (finished, cancelled or failed).", (double)jobs_);
+  metric(o, "dspark_generations_cancelled_total", "counter", "Generations stopped early (client gone, shutdown).", (double)jobs_cancelled_);
+  metric(o, "dspark_generations_failed_total", "counter", "Generations that failed with an error.", (double)jobs_failed_);
+  metric(o, "dspark_prompt_tokens_total", "counter", "Prompt tokens of all generations.", (double)prompt_tokens_);
+  metric(o, "dspark_completion_tokens_total", "counter", "Generated tokens.", (double)completion_tokens_);
+  metric(o, "dspark_prompt_cache_hits_total", "counter", "Generations that reused a cached KV prefix longer than the BOS.", (double)cache_hits_);
+  metric(o, "dspark_prompt_cache_reused_tokens_total", "counter", "Prompt tokens whose KV came from the cache.", (double)cached_tokens_);
   header(o, "dspark_request_duration_seconds", "histogram", "Generation time from submit to the last token.");
   o += latency_.render("dspark_request_duration_seconds");
   header(o, "dspark_time_to_first_token_seconds", "histogram", "Time from submit to the first generated text.");
   o += ttft_.render("dspark_time_to_first_token_seconds");
   header(o, "dspark_queue_wait_seconds", "histogram", "Time a generation waited for a slot.");
   o += queue_.render("dspark_queue_wait_seconds");
-  header(o, "dspark_spec_draft_tokens_total", "counter", "Draft tokens proposed.");
-  sample(o, "dspark_spec_draft_tokens_total", (double)spec_.drafted);
-  header(o, "dspark_spec_accepted_tokens_total", "counter", "Draft tokens accepted by the target.");
-  sample(o, "dspark_spec_accepted_tokens_total", (double)spec_.accepted);
-  header(o, "dspark_spec_rounds_total", "counter", "Speculative rounds (one target forward each).");
-  sample(o, "dspark_spec_rounds_total", (double)spec_.rounds);
-  header(o, "dspark_spec_generated_tokens_total", "counter", "Tokens emitted by generations that ran a drafter.");
-  sample(o, "dspark_spec_generated_tokens_total", (double)spec_.generated);
-  header(o, "dspark_spec_drafted_tokens_per_pos_total", "counter", "Rounds that drafted a token at this position (1-based).");
-  for (size_t i = 0; i < spec_.drafted_by_pos.size(); ++i)
-    o += "dspark_spec_drafted_tokens_per_pos_total{position=\"" + std::to_string(i + 1) + "\"} " +
-         std::to_string(spec_.drafted_by_pos[i]) + "\n";
-  header(o, "dspark_spec_accepted_tokens_per_pos_total", "counter", "Rounds that accepted the draft at this position (1-based).");
-  for (size_t i = 0; i < spec_.accepted_by_pos.size(); ++i)
-    o += "dspark_spec_accepted_tokens_per_pos_total{position=\"" + std::to_string(i + 1) + "\"} " +
-         std::to_string(spec_.accepted_by_pos[i]) + "\n";
-  header(o, "dspark_queue_length", "gauge", "Requests waiting for a slot.");
-  sample(o, "dspark_queue_length", g.value("queue", 0.0));
+  metric(o, "dspark_spec_draft_tokens_total", "counter", "Draft tokens proposed.", (double)spec_.drafted);
+  metric(o, "dspark_spec_accepted_tokens_total", "counter", "Draft tokens accepted by the target.", (double)spec_.accepted);
+  metric(o, "dspark_spec_rounds_total", "counter", "Speculative rounds (one target forward each).", (double)spec_.rounds);
+  metric(o, "dspark_spec_generated_tokens_total", "counter", "Tokens emitted by generations that ran a drafter.", (double)spec_.generated);
+  per_position(o, "dspark_spec_drafted_tokens_per_pos_total",
+               "Rounds that drafted a token at this position (1-based).", spec_.drafted_by_pos);
+  per_position(o, "dspark_spec_accepted_tokens_per_pos_total",
+               "Rounds that accepted the draft at this position (1-based).", spec_.accepted_by_pos);
+  metric(o, "dspark_queue_length", "gauge", "Requests waiting for a slot.", g.value("queue", 0.0));
   header(o, "dspark_slots", "gauge", "Generation slots by state.");
   const double busy = g.value("slots_busy", 0.0), total = g.value("slots", 0.0);
   o += "dspark_slots{state=\"busy\"} " + num(busy) + "\n";
   o += "dspark_slots{state=\"idle\"} " + num(total - busy) + "\n";
   const json cache = g.value("cache", json::object());
-  header(o, "dspark_prompt_cache_entries", "gauge", "Sequence snapshots in the host-side prompt cache.");
-  sample(o, "dspark_prompt_cache_entries", cache.value("entries", 0.0));
-  header(o, "dspark_prompt_cache_bytes", "gauge", "Bytes of KV and drafter tap rows the snapshots hold.");
-  sample(o, "dspark_prompt_cache_bytes", cache.value("bytes", 0.0));
-  header(o, "dspark_prompt_cache_restores_total", "counter", "Snapshots restored into a slot.");
-  sample(o, "dspark_prompt_cache_restores_total", cache.value("restores", 0.0));
-  header(o, "dspark_prompt_cache_slot_tokens", "gauge", "Tokens the idle slots keep in place for reuse.");
-  sample(o, "dspark_prompt_cache_slot_tokens", cache.value("slot_tokens", 0.0));
+  metric(o, "dspark_prompt_cache_entries", "gauge", "Sequence snapshots in the host-side prompt cache.", cache.value("entries", 0.0));
+  metric(o, "dspark_prompt_cache_bytes", "gauge", "Bytes of KV and drafter tap rows the snapshots hold.", cache.value("bytes", 0.0));
+  metric(o, "dspark_prompt_cache_restores_total", "counter", "Snapshots restored into a slot.", cache.value("restores", 0.0));
+  metric(o, "dspark_prompt_cache_slot_tokens", "gauge", "Tokens the idle slots keep in place for reuse.", cache.value("slot_tokens", 0.0));
   return o;
 }
 
