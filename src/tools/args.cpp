@@ -102,7 +102,11 @@ std::string Args::help() const {
     if (o.takes_value) names += " V";
     std::string line = "  " + names;
     if (line.size() < 28) line.resize(28, ' '); else line += "  ";
-    line += o.help;
+    // Help text may span lines ('\n'): continuation lines line up under the first.
+    for (char c : o.help) {
+      line += c;
+      if (c == '\n') line += std::string(28, ' ');
+    }
     if (!o.default_text.empty()) line += " (default: " + o.default_text + ")";
     out += line + "\n";
   }

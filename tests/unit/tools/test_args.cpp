@@ -34,6 +34,16 @@ TEST(Args, ParsesValuesFlagsAndLists) {
   EXPECT_EQ(a.positional(), (std::vector<std::string>{"pos"}));
 }
 
+TEST(Args, HelpIndentsContinuationLines) {
+  std::string v = "x";
+  Args a("u", "s");
+  a.add("--mode", &v, "first line\nsecond line");
+  const std::string h = a.help();
+  EXPECT_NE(h.find("  --mode V                  first line\n                            second line (default: x)\n"),
+            std::string::npos)
+      << h;
+}
+
 TEST(Args, BadValuesNameTheFlag) {
   int64_t n = 5;
   double t = 0;
