@@ -24,6 +24,7 @@ constexpr Verb kVerbs[] = {
     {"regen", dspark::tools::verb_regen, "target answers training prompts -> shards for drafter training"},
     {"train-drafter", dspark::tools::verb_train_drafter, "train a DSpark drafter on regen shards"},
     {"quantize-drafter", dspark::tools::verb_quantize_drafter, "quantize a DSpark drafter checkpoint (affine MLX or TurboQuant)"},
+    {"drafter-diag", dspark::tools::verb_drafter_diag, "drafter diagnostics: context-tap ablation, entropy, train vs held-out, tap RMS"},
     {"sensitivity", dspark::tools::verb_sensitivity, "per-tensor quantization sensitivity of a drafter; knapsack bit recipes"},
 };
 

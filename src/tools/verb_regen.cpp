@@ -19,6 +19,7 @@
 #include "tools/verbs.h"
 #include "train/prompts.h"
 #include "train/regen.h"
+#include "train/regen_ids.h"
 
 namespace dspark::tools {
 
@@ -83,6 +84,16 @@ int verb_regen(int argc, char** argv) {
   args.add("--n-prompts", &n_prompts, "use only the first N prompts (0 = all)", 0, INT64_MAX);
   args.add("--shard-size", &shard_size, "prompts per shard", 1, 1 << 20);
   args.add("--threads,-t", &threads, "worker threads", 1, 256);
+  std::string export_ids, from_ids;
+  bool prompt_text = false;
+  args.add_flag("--prompt-text", &prompt_text, "distillation on the prompts themselves: no responses; every chat-templated\n"
+                "prompt is run teacher-forced (prefill speed) and each position after BOS gets its taps and the\n"
+                "target's distribution. Sequences are marked as text (temperature -1): training masks slots past\n"
+                "the first token that leaves the target's own greedy path; they are never held out");
+  args.add("--export-ids", &export_ids, "write the token ids of every finished shard of --out to FILE and stop\n"
+           "(no generation; the file is small enough to keep, see --from-ids)");
+  args.add("--from-ids", &from_ids, "rebuild shards from an --export-ids file by teacher-forced target forwards\n"
+           "(prefill speed) instead of decoding; --taps / --top-k may differ from the original run");
   args.add_flag("--json", &json, "print a JSON summary on stdout");
   auto fail = [](const std::string& m, int code = kExitBadInput) {
     std::fprintf(stderr, "dspark regen: %s\n", m.c_str());
@@ -90,8 +101,32 @@ int verb_regen(int argc, char** argv) {
   };
   if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
-  if (prompts_path.empty()) return fail("--prompts is required");
   if (out_dir.empty()) return fail("--out is required");
+  if (!export_ids.empty()) {  // export mode: no model, no prompts
+    const fs::path mpath = fs::path(out_dir) / "manifest.json";
+    std::ifstream in(mpath);
+    nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
+    if (!in || m.is_discarded() || !m.contains("settings") || !m.contains("shards"))
+      return fail(mpath.string() + ": missing or not a regen manifest");
+    std::vector<train::Shard> shards;
+    for (const auto& e : m["shards"]) {
+      auto sh = train::Shard::open((fs::path(out_dir) / e.value("file", "")).string(), 0, true);
+      if (!sh) return fail(sh.message());
+      shards.push_back(std::move(sh.value()));
+    }
+    std::vector<const train::Shard*> ptrs;
+    int64_t toks = 0, seqs = 0;
+    for (const auto& sh : shards) {
+      ptrs.push_back(&sh);
+      toks += sh.n_tokens();
+      seqs += sh.n_seq();
+    }
+    if (Status st = train::write_ids_file(export_ids, m["settings"].dump(), ptrs); !st) return fail(st.message(), 1);
+    std::printf("regen: wrote %lld sequences (%lld tokens) of %zu shards to %s\n", (long long)seqs, (long long)toks,
+                shards.size(), export_ids.c_str());
+    return 0;
+  }
+  if (prompts_path.empty()) return fail("--prompts is required");
   auto taps = parse_int_list(taps_s, "--taps");
   if (!taps) return fail(taps.message());
 
@@ -126,6 +161,25 @@ int verb_regen(int argc, char** argv) {
                              {"n_prompts", (int64_t)train->size()}, {"taps", *taps}, {"top_k", top_k},
                              {"max_new", max_new}, {"max_prompt_tokens", max_prompt}, {"sampled_share", share},
                              {"temp", temp}, {"seed", seed}, {"shard_size", shard_size}, {"chat_template", "gemma3"}};
+  // A replay must use the ids of a run with the same prompts and generation settings.
+  train::IdsFile ids;
+  if (!from_ids.empty()) {
+    auto r = train::read_ids_file(from_ids, mc.n_vocab);
+    if (!r) return fail(r.message());
+    ids = std::move(r.value());
+    nlohmann::json orig = nlohmann::json::parse(ids.settings_json, nullptr, false);
+    if (orig.is_discarded() || !orig.is_object()) return fail(from_ids + ": metadata 'settings' is not JSON");
+    for (const char* k : {"model", "prompts", "n_prompts", "max_new", "max_prompt_tokens", "sampled_share", "temp",
+                          "seed", "shard_size", "chat_template"})
+      if (orig.value(k, nlohmann::json()) != settings[k])
+        return fail(from_ids + ": setting '" + k + "' is " + orig.value(k, nlohmann::json()).dump() + ", this run has " +
+                    settings[k].dump() + " (use the flags of the run that wrote the ids)");
+    settings["from_ids"] = fs::path(from_ids).filename().string();
+  }
+  if (prompt_text) {
+    if (!from_ids.empty()) return fail("--prompt-text and --from-ids exclude each other");
+    settings["prompt_text"] = true;
+  }
   const fs::path dir(out_dir), manifest_path = dir / "manifest.json";
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -231,6 +285,47 @@ int verb_regen(int argc, char** argv) {
     return write_json_atomic(manifest_path, manifest);
   };
 
+  // Replay: the known sequences of the to-do shards; a shard with a sequence the ids file lacks is
+  // left for a later decode run.
+  std::vector<train::IdsSeq> replay;
+  if (!from_ids.empty()) {
+    std::map<int64_t, const train::IdsSeq*> by_prompt;
+    for (const auto& q : ids.seqs) by_prompt[q.prompt_index] = &q;
+    std::vector<train::RegenJob> kept;
+    int64_t missing_shards = 0;
+    for (int64_t s = 0; s < n_shards; ++s) {
+      if (done[s]) continue;
+      const int64_t lo = s * shard_size, hi = std::min<int64_t>((s + 1) * shard_size, (int64_t)jobs.size());
+      bool all = true;
+      for (int64_t i = lo; i < hi && all; ++i) all = by_prompt.count(jobs[i].prompt_index) > 0;
+      if (!all) { ++missing_shards; continue; }
+      for (int64_t i = lo; i < hi; ++i) {
+        const train::IdsSeq& q = *by_prompt[jobs[i].prompt_index];
+        if (q.prompt_len != (int32_t)jobs[i].prompt.size() ||
+            !std::equal(jobs[i].prompt.begin(), jobs[i].prompt.end(), q.tokens.begin()) ||
+            q.temperature != jobs[i].temperature)
+          return fail(from_ids + ": the sequence of prompt line " + std::to_string(jobs[i].prompt_index + 1) +
+                      " does not start with this run's tokenized prompt (another tokenizer, template or prompts file?)");
+        replay.push_back(q);
+        kept.push_back(jobs[i]);
+      }
+    }
+    todo = std::move(kept);
+    std::fprintf(stderr, "dspark regen: replaying %zu sequences from %s; %lld shards not covered by it\n", replay.size(),
+                 from_ids.c_str(), (long long)missing_shards);
+  }
+
+  if (prompt_text) {
+    for (const train::RegenJob& j : todo) {
+      train::IdsSeq q;
+      q.prompt_index = j.prompt_index;
+      q.prompt_len = 1;         // BOS: every later position is an anchor
+      q.temperature = -1.0f;    // text, not the target's own generation
+      q.tokens = j.prompt;
+      replay.push_back(std::move(q));
+    }
+  }
+
   ThreadPool pool((int)threads);
   train::RegenConfig rc{*taps, (int32_t)top_k, (int32_t)max_new, (int32_t)batch};
   ProgressBar bar("regen", (uint64_t)todo.size(), " seqs");
@@ -239,9 +334,7 @@ int verb_regen(int argc, char** argv) {
     const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
     return sec > 0 ? (double)run_new / sec : 0.0;
   };
-  Status st = train::regenerate(
-      *lm->model, *lm->tok, rc, todo, &pool,
-      [&](train::RegenSeq&& seq) -> Status {
+  auto on_seq = [&](train::RegenSeq&& seq) -> Status {
         const int64_t s = job_shard[seq.prompt_index];
         ++run_seqs;
         run_new += (int64_t)seq.tokens.size() - seq.prompt_len;
@@ -255,8 +348,14 @@ int verb_regen(int argc, char** argv) {
         pending.erase(s);
         done[s] = true;
         return update_manifest(rate());
-      },
-      [&](const train::RegenCounters& c) {
+  };
+  Status st = !from_ids.empty() || prompt_text
+      ? train::replay_sequences(*lm->model, rc, replay, &pool, [&](train::RegenSeq&& seq) -> Status {
+          DSPARK_RETURN_IF_ERROR(on_seq(std::move(seq)));
+          bar.update((uint64_t)run_seqs);
+          return Status::ok();
+        })
+      : train::regenerate(*lm->model, *lm->tok, rc, todo, &pool, on_seq, [&](const train::RegenCounters& c) {
         last_counters = c;
         char buf[64];
         // Tokens decoded so far (running sequences included), not only finished ones.

@@ -51,6 +51,15 @@ int verb_train_drafter(int argc, char** argv) {
   args.add("--eval-seqs", &eval_seqs, "held-out greedy sequences per evaluation (0 = skip)", 0, 1000000);
   args.add("--heldout-mod", &heldout_mod, "hold out prompts with index % N == 0", 2, 1000000);
   args.add("--threads,-t", &threads, "threads", 1, 256);
+  std::string setup = "fixed", tap_norm = "", qk_init = "", norm_init = "";
+  double ls_init = -1, ls_mult = -1;
+  args.add("--setup", &setup, "fixed (default: tap normalisation, q/k init, learned logit scale) or legacy\n"
+                              "(the original: raw taps, unit q/k norms, unit final norm, fixed scale)");
+  args.add("--tap-norm", &tap_norm, "on|off: per-dimension tap RMS normalisation, folded into fc at export");
+  args.add("--qk-init", &qk_init, "on|off: q/k norm weights head_dim^-1/4 (attention logits ~unit at init)");
+  args.add("--norm-init", &norm_init, "unit|target: final norm init (target = the target's output_norm shape)");
+  args.add("--logit-scale-init", &ls_init, "initial logit scale (folded into norm.weight at export)", 1e-3, 1e4);
+  args.add("--logit-scale-lr-mult", &ls_mult, "learning-rate multiplier of the log logit scale (0 = frozen)", 0.0, 1e4);
   args.add_flag("--resume", &resume, "continue from DIR/state.safetensors");
   args.add_flag("--json", &json, "print the final summary as JSON");
   auto fail = [](const std::string& m, int code = kExitBadInput) {
@@ -77,6 +86,29 @@ int verb_train_drafter(int argc, char** argv) {
                 std::to_string(tc.n_embd) + " (shards from another model?)");
   if (auto c = ds->tap_columns(*taps); !c) return fail(c.message());
 
+  if (setup == "legacy") {
+    o.tap_norm = false;
+    o.qk_init = false;
+    o.norm_init = "unit";
+    o.logit_scale_init = 1.0;
+    o.logit_scale_lr_mult = 0.0;
+  } else if (setup != "fixed") {
+    return fail("--setup must be fixed or legacy (got '" + setup + "')");
+  }
+  auto on_off = [](const std::string& v, bool* out) {
+    if (v.empty()) return true;
+    if (v != "on" && v != "off") return false;
+    *out = v == "on";
+    return true;
+  };
+  if (!on_off(tap_norm, &o.tap_norm)) return fail("--tap-norm must be on or off");
+  if (!on_off(qk_init, &o.qk_init)) return fail("--qk-init must be on or off");
+  if (!norm_init.empty()) {
+    if (norm_init != "unit" && norm_init != "target") return fail("--norm-init must be unit or target");
+    o.norm_init = norm_init;
+  }
+  if (ls_init > 0) o.logit_scale_init = ls_init;
+  if (ls_mult >= 0) o.logit_scale_lr_mult = ls_mult;
   o.arch = train::DraftArch{*taps, layers, rank, block, inter};
   o.draft_vocab = vocab;
   o.steps = steps;
@@ -103,7 +135,7 @@ int verb_train_drafter(int argc, char** argv) {
       std::fprintf(stderr, "step %6lld  loss %.4f  ce %.3f  l1 %.3f  bce %.3f  top1@1..: ", (long long)j["step"].get<int64_t>(),
                    j["loss"].get<double>(), j["ce"].get<double>(), j["l1"].get<double>(), j["bce"].get<double>());
       for (const auto& v : j["top1_by_pos"]) std::fprintf(stderr, "%.2f ", v.get<double>());
-      std::fprintf(stderr, " %.2f steps/s\n", j["steps_per_s"].get<double>());
+      std::fprintf(stderr, " scale %.1f  %.2f steps/s\n", j.value("logit_scale", 1.0), j["steps_per_s"].get<double>());
     } else if (ev == "checkpoint" && j.contains("heldout")) {
       const auto& h = j["heldout"];
       std::fprintf(stderr, "checkpoint %lld  held-out tau %.2f  acceptance %.3f  by position:", (long long)j["step"].get<int64_t>(),

@@ -13,6 +13,7 @@ int verb_regen(int argc, char** argv);
 int verb_train_drafter(int argc, char** argv);
 int verb_quantize_drafter(int argc, char** argv);
 int verb_sensitivity(int argc, char** argv);
+int verb_drafter_diag(int argc, char** argv);
 int verb_ab(int argc, char** argv);
 int verb_serve(int argc, char** argv);
 

@@ -51,6 +51,7 @@ Result<DraftParams> load_checkpoint_params(const std::string& dir, const model::
                              std::move(d2t), 0);
   if (!p) return Status::error(cfg_path + ": " + p.message());
   for (Param* q : p->all()) {
+    if (!q->exported) continue;  // training-only (folded into the exported tensors)
     auto v = f->read_f32(q->name, q->shape);
     if (!v) return v.status();
     q->w = std::move(v.value());

@@ -1,6 +1,7 @@
 #include "train/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "core/f16.h"
@@ -36,6 +37,9 @@ Result<Dataset> Dataset::open(const std::vector<std::string>& dirs, int64_t n_vo
       const Shard& sh = ds.shards_[s];
       if (sh.seq_len(q) - sh.prompt_len(q) < 2) continue;  // no anchor with a label
       const bool held = heldout_mod > 0 && sh.prompt_index(q) % heldout_mod == 0;
+      // Teacher-forced text (temperature < 0): a held-out prompt's text is not trained on, and it is
+      // not a held-out sequence either (held-out evaluation replays the target's own responses).
+      if (sh.temperature(q) < 0 && held) continue;
       (held ? ds.heldout_ : ds.train_).push_back({s, q});
     }
   if (ds.train_.empty()) return Status::error("the regen shards hold no training sequence");
@@ -53,6 +57,7 @@ std::vector<int32_t> Dataset::top_tokens(int64_t v_d, int64_t n_vocab, double* c
   int64_t total = 0;
   for (const SeqRef& r : train_) {
     const Shard& sh = shards_[r.shard];
+    if (sh.temperature(r.seq) < 0) continue;  // the draft vocabulary is the target's own output
     const int32_t* t = sh.tokens(r.seq);
     for (int64_t i = sh.prompt_len(r.seq); i < sh.seq_len(r.seq); ++i) { ++count[(size_t)t[i]]; ++total; }
   }
@@ -87,6 +92,41 @@ Result<std::vector<int>> Dataset::tap_columns(const std::vector<int>& taps) cons
   return cols;
 }
 
+std::vector<float> Dataset::tap_inv_rms(const std::vector<int>& tap_cols, int64_t n_seqs, uint64_t seed) const {
+  const int64_t H = layout().n_embd, w_in = layout().row_width(), m = (int64_t)tap_cols.size();
+  std::vector<double> ss((size_t)(m * H), 0.0);
+  int64_t rows = 0;
+  Rng rng(seed ^ 0x7A95C0DEull);
+  const int64_t n = std::min<int64_t>(n_seqs, (int64_t)train_.size());
+  for (int64_t s = 0; s < n; ++s) {
+    const SeqRef ref = n == (int64_t)train_.size() ? train_[(size_t)s] : train_[(size_t)(rng.next() % train_.size())];
+    const Shard& sh = shards_[ref.shard];
+    const uint16_t* taps = sh.taps(ref.seq);
+    for (int64_t i = 0; i + 1 < sh.seq_len(ref.seq); ++i, ++rows)  // the last row is zero (never run)
+      for (int64_t t = 0; t < m; ++t) {
+        const uint16_t* src = taps + i * w_in + tap_cols[(size_t)t] * H;
+        double* dst = &ss[(size_t)(t * H)];
+        for (int64_t e = 0; e < H; ++e) {
+          const double v = bf16_to_fp32(src[e]);
+          dst[e] += v * v;
+        }
+      }
+  }
+  std::vector<float> inv(ss.size(), 1.0f);
+  for (size_t j = 0; j < ss.size(); ++j) {
+    const double rms = rows ? std::sqrt(ss[j] / (double)rows) : 0.0;
+    inv[j] = rms > 1e-6 ? (float)(1.0 / rms) : 1.0f;
+  }
+  return inv;
+}
+
+void scale_taps(const std::vector<float>& scale, TrainBatch* b) {
+  if (scale.empty()) return;
+  const size_t w = scale.size();
+  for (TrainSeq& s : b->seqs)
+    for (size_t i = 0; i < s.taps.size(); ++i) s.taps[i] *= scale[i % w];
+}
+
 void Dataset::make_batch(Rng& rng, int64_t n_seqs, int64_t n_anchors, int64_t gamma, const std::vector<int>& tap_cols,
                          TrainBatch* out, const std::vector<SeqRef>* from) const {
   const std::vector<SeqRef>& pool = from ? *from : train_;
@@ -119,12 +159,16 @@ void Dataset::make_batch(Rng& rng, int64_t n_seqs, int64_t n_anchors, int64_t ga
     const int32_t seq_index = (int32_t)out->seqs.size();
     out->seqs.push_back(std::move(ts));
     const int32_t* tok = sh.tokens(ref.seq);
+    const bool text = sh.temperature(ref.seq) < 0;
+    const int32_t* top = sh.dist_ids(ref.seq);  // row j: position P - 1 + j, top-1 first
     for (int64_t a : cand) {
       TrainBlock b;
       b.seq = seq_index;
       b.anchor = a;
+      bool on_path = true;  // text: x_{a+1..a+k} are the target's own greedy tokens
       for (int64_t k = 0; k < gamma; ++k) {
-        const bool valid = a + k + 1 <= L - 1;
+        if (text && k > 0 && a + k <= L - 1) on_path = on_path && tok[a + k] == top[(a + k - 1 - P + 1) * out->top_k];
+        const bool valid = a + k + 1 <= L - 1 && on_path;
         b.prev.push_back(a + k < L ? tok[a + k] : 0);
         b.label.push_back(valid ? tok[a + k + 1] : -1);
         const int64_t row = a + k - P + 1;  // dist row of position a + k (predicts x_{a+k+1})

@@ -36,6 +36,10 @@ class Dataset {
   // Columns of the shard tap rows for the drafter's taps (each must be a recorded tap).
   Result<std::vector<int>> tap_columns(const std::vector<int>& taps) const;
 
+  // Per-column inverse RMS of the tap rows (the drafter's taps, concatenated: [m * H]) over every
+  // position of up to n_seqs training sequences drawn with `seed` (the tap normalisation).
+  std::vector<float> tap_inv_rms(const std::vector<int>& tap_cols, int64_t n_seqs, uint64_t seed) const;
+
   // A batch: n_seqs training sequences drawn at random, up to n_anchors anchors each (positions a in
   // [prompt_len, len - 2], drawn without replacement), γ slots per block. `from` = the sequences to
   // draw from (default: the training split; e.g. &heldout() for calibration).
@@ -46,5 +50,8 @@ class Dataset {
   std::vector<Shard> shards_;
   std::vector<SeqRef> train_, heldout_;
 };
+
+// Multiplies every context row of the batch by scale [m * H] column-wise (no-op when empty).
+void scale_taps(const std::vector<float>& scale, TrainBatch* b);
 
 }  // namespace dspark::train

@@ -136,7 +136,11 @@ void DraftNet::forward_blocks(const TrainBatch& b) {
   hlast_ = h;
   hN_.resize((size_t)(R * H));
   rs_n_.resize((size_t)R);
-  for (int64_t r = 0; r < R; ++r) rs_n_[r] = rms_fwd(&hlast_[r * H], p_.norm.w.data(), &hN_[r * H], H, c.rms_eps);
+  // Final norm with the (training-only) logit scale folded in: weight = norm.weight * exp(t).
+  const float sc = p_.logit_scale();
+  norm_eff_.resize((size_t)H);
+  for (int64_t e = 0; e < H; ++e) norm_eff_[(size_t)e] = p_.norm.w[(size_t)e] * sc;
+  for (int64_t r = 0; r < R; ++r) rs_n_[r] = rms_fwd(&hlast_[r * H], norm_eff_.data(), &hN_[r * H], H, c.rms_eps);
 }
 
 LossTerms DraftNet::run(const TrainBatch& b, bool backward) {

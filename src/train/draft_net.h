@@ -90,6 +90,7 @@ class DraftNet {
   std::vector<CtxAct> ctx_;          // per sequence
   std::vector<LayerAct> layers_;     // per layer
   std::vector<float> h0_, hlast_, hN_, rs_n_, e_, logits_, z_, cstar_;
+  std::vector<float> norm_eff_, dnorm_eff_;  // [H] norm.weight * exp(log_logit_scale), its gradient
   std::vector<float> dh_, dhN_, de_;
   const std::vector<float>* fixed_cstar_ = nullptr;
  public:

@@ -66,7 +66,9 @@ LossTerms DraftNet::loss_head(const TrainBatch& b, bool backward) {
     const double w = std::exp(-(double)k / 4.0);
     const int32_t lbl = p_.t2d[(size_t)blk.label[k]];
     double ce = 0;
-    if (lbl >= 0) ce = -std::log(std::max(p[lbl], 1e-30f));
+    // log-sum-exp form: exact where p[lbl] underflows (a clamp there would make the loss flat while
+    // its gradient is not; sharp draft distributions reach that).
+    if (lbl >= 0) ce = std::log(z_sum) - ((double)s[lbl] - (double)s[best]);
     // Target top-k inside the draft vocabulary.
     double sum_tp = 0, l1_t = 0, overlap = 0, sgn_p = 0;
     for (int32_t j = 0; j < b.top_k; ++j) {
@@ -142,8 +144,17 @@ LossTerms DraftNet::loss_head(const TrainBatch& b, bool backward) {
       for (int64_t i = 0; i < r; ++i) gw[i] += de_[row * r + i];
     }
   dh_.assign((size_t)(R * H), 0.0f);
+  dnorm_eff_.assign((size_t)H, 0.0f);
   for (int64_t row = 0; row < R; ++row)
-    rms_bwd(&hlast_[row * H], p_.norm.w.data(), rs_n_[row], &dhN_[row * H], &dh_[row * H], p_.norm.g.data(), H);
+    rms_bwd(&hlast_[row * H], norm_eff_.data(), rs_n_[row], &dhN_[row * H], &dh_[row * H], dnorm_eff_.data(), H);
+  // weight_eff = norm.w * exp(t): d norm.w = d w_eff * exp(t); d t = Σ d w_eff * w_eff.
+  const float sc = p_.logit_scale();
+  double dt = 0;
+  for (int64_t e = 0; e < H; ++e) {
+    p_.norm.g[(size_t)e] += dnorm_eff_[(size_t)e] * sc;
+    dt += (double)dnorm_eff_[(size_t)e] * norm_eff_[(size_t)e];
+  }
+  if (!p_.log_logit_scale.g.empty()) p_.log_logit_scale.g[0] += (float)dt;
   return lt;
 }
 

@@ -50,6 +50,7 @@ std::vector<Param*> DraftParams::all() {
   if (cfg.markov_rank > 0) { v.push_back(&markov_w1); v.push_back(&markov_w2); }
   v.push_back(&conf_w);
   v.push_back(&conf_b);
+  if (!log_logit_scale.w.empty()) v.push_back(&log_logit_scale);
   return v;
 }
 
@@ -79,7 +80,8 @@ FrozenTables make_frozen_tables(const kernels::QMatrix& target_embed, const std:
 
 Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_layers, int64_t H, int64_t n_heads,
                                       int64_t head_dim, int64_t target_intermediate, int64_t n_vocab,
-                                      int32_t mask_token_id, std::vector<int32_t> d2t, uint64_t seed) {
+                                      int32_t mask_token_id, std::vector<int32_t> d2t, uint64_t seed,
+                                      const DraftInit& init) {
   if (arch.taps.empty()) return Status::error("drafter arch: no taps");
   for (size_t i = 0; i < arch.taps.size(); ++i)
     if (arch.taps[i] < -1 || arch.taps[i] >= n_target_layers - 1 || (i && arch.taps[i] <= arch.taps[i - 1]))
@@ -127,6 +129,10 @@ Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_la
   p.norm = make("norm.weight", {H}, false);
   fill(p.hidden_norm, 1.0f);
   fill(p.norm, 1.0f);
+  if (!init.norm.empty()) {
+    if ((int64_t)init.norm.size() != H) return Status::error("drafter init: final norm has the wrong width");
+    p.norm.w = init.norm;
+  }
   for (int64_t l = 0; l < arch.n_layers; ++l) {
     const std::string pre = "layers." + std::to_string(l) + ".";
     DraftLayerParams L;
@@ -146,6 +152,8 @@ Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_la
     for (Param* q : {&L.wq, &L.wk, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) fill_normal(*q, rng, 0.02f);
     for (Param* q : {&L.q_norm, &L.k_norm, &L.in_norm, &L.post_attn_norm, &L.pre_ffw_norm, &L.post_ffw_norm, &L.layer_scalar})
       fill(*q, 1.0f);
+    fill(L.q_norm, init.qk_norm);
+    fill(L.k_norm, init.qk_norm);
     p.layers.push_back(std::move(L));
   }
   if (r > 0) {
@@ -155,6 +163,10 @@ Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_la
   }
   p.conf_w = make("confidence_head.proj.weight", {1, H + r}, true);
   p.conf_b = make("confidence_head.proj.bias", {1}, false);
+  p.log_logit_scale = make("dspark_train.log_logit_scale", {1}, false);
+  p.log_logit_scale.exported = false;
+  p.log_logit_scale.w[0] = init.log_logit_scale;
+  p.log_logit_scale.lr_mult = init.logit_scale_lr_mult;
   return p;
 }
 
@@ -170,7 +182,21 @@ Status export_checkpoint(const DraftParams& p, const std::string& dir, const std
     ts.push_back(std::move(t));
   };
   DraftParams& mp = const_cast<DraftParams&>(p);
-  for (Param* q : mp.all()) add(*q);
+  for (Param* q : mp.all()) {
+    if (!q->exported) continue;
+    if (q == &mp.fc && !p.tap_scale.empty()) {  // fold the tap normalisation: fc[:, j] * tap_scale[j]
+      Param f = *q;
+      const size_t cols = p.tap_scale.size();
+      for (size_t i = 0; i < f.w.size(); ++i) f.w[i] *= p.tap_scale[i % cols];
+      add(f);
+    } else if (q == &mp.norm) {  // fold the logit scale into the final norm
+      Param n = *q;
+      for (float& x : n.w) x *= p.logit_scale();
+      add(n);
+    } else {
+      add(*q);
+    }
+  }
   formats::StWriteTensor d2t{"d2t", formats::StDType::kI32, {(int64_t)p.d2t.size()}, {}};
   d2t.bytes.resize(p.d2t.size() * 4);
   std::memcpy(d2t.bytes.data(), p.d2t.data(), d2t.bytes.size());
@@ -235,6 +261,12 @@ Status save_train_state(const DraftParams& p, const std::string& path, const std
   d2t.bytes.resize(p.d2t.size() * 4);
   std::memcpy(d2t.bytes.data(), p.d2t.data(), d2t.bytes.size());
   ts.push_back(std::move(d2t));
+  if (!p.tap_scale.empty()) {
+    formats::StWriteTensor t{"dspark_train.tap_scale", formats::StDType::kF32, {(int64_t)p.tap_scale.size()}, {}};
+    t.bytes.resize(p.tap_scale.size() * 4);
+    std::memcpy(t.bytes.data(), p.tap_scale.data(), t.bytes.size());
+    ts.push_back(std::move(t));
+  }
   return formats::write_safetensors(path, ts, {{"train_meta", meta_json}, {"config", p.config_json}});
 }
 
@@ -259,6 +291,13 @@ Result<std::string> load_train_state(DraftParams& p, const std::string& path) {
       if (!v) return Status::error(v.message() + " (the training state does not match this drafter architecture)");
       *vec = std::move(v.value());
     }
+  p.tap_scale.clear();
+  if (const formats::StTensorInfo* t = f->find("dspark_train.tap_scale")) {
+    const std::vector<int64_t> shape{p.fc.shape[1]};
+    auto v = f->read_f32(t->name, shape);
+    if (!v) return Status::error(v.message() + " (tap_scale does not match this drafter's taps)");
+    p.tap_scale = std::move(v.value());
+  }
   auto it = f->metadata().find("train_meta");
   if (it == f->metadata().end()) return Status::error(path + ": no train_meta (not a dspark training state)");
   return it->second;

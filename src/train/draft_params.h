@@ -5,6 +5,7 @@
 // from the target, E4 markov_w1 over the draft vocabulary: docs/DSPARK-CHECKPOINT.md §5).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ struct Param {
   std::vector<float> w, g;       // value, gradient (same size)
   std::vector<float> m, v;       // AdamW moments
   bool decay = true;             // weight decay applies (matrices)
+  bool exported = true;          // a checkpoint tensor (false: training-only, folded in at export)
+  float lr_mult = 1.0f;          // this tensor's learning rate = lr * lr_mult
   int64_t size() const { return (int64_t)w.size(); }
 };
 
@@ -39,14 +42,34 @@ struct DraftArch {
   int64_t intermediate = 0;  // 0 = the target's
 };
 
+// Initialisation choices that are not architecture (the defaults are the original DeepSpec-like
+// init: unit norms, logit scale 1).
+struct DraftInit {
+  float qk_norm = 1.0f;               // q_norm / k_norm weights; attention logits scale with qk_norm^2 * head_dim
+  float log_logit_scale = 0.0f;       // initial t of log_logit_scale
+  float logit_scale_lr_mult = 1.0f;   // its learning-rate multiplier
+  std::vector<float> norm;            // [H] initial final-norm weight (empty = ones)
+};
+
 struct DraftParams {
   spec::DSparkConfig cfg;
   std::string config_json;        // the config.json text cfg was parsed from (exported as is)
   std::vector<int32_t> d2t;       // [V_d] target ids of the draft vocabulary
   std::vector<int32_t> t2d;       // [V] draft index of a target id, -1 outside the draft vocabulary
   Param fc, hidden_norm, norm, markov_w1, markov_w2, conf_w, conf_b;
+  // Training-only reparameterisations, folded into the exported checkpoint (so its format stays
+  // DeepSpec's and the serving math is unchanged):
+  //  - log_logit_scale [1]: t; the final norm acts as norm.weight * exp(t). The target's LM head
+  //    expects final hiddens ~50x larger than a unit-weight norm gives (its output_norm RMS is ~54),
+  //    and Adam moves one element only ~lr per step, so the scale gets its own log-space parameter.
+  //  - tap_scale [m * H]: per-input-column scale of fc (1 / RMS of that tap dimension over the data);
+  //    the tapped rows differ ~300x in scale between layers, with outlier dimensions. Export writes
+  //    fc.weight[:, j] * tap_scale[j]. Empty = 1.
+  Param log_logit_scale;
+  std::vector<float> tap_scale;
   std::vector<DraftLayerParams> layers;
-  std::vector<Param*> all();      // every trainable tensor
+  std::vector<Param*> all();      // every trainable tensor (exported ones and log_logit_scale)
+  float logit_scale() const { return std::exp(log_logit_scale.w.empty() ? 0.0f : log_logit_scale.w[0]); }
   int64_t w1_row(int32_t target_id) const {  // E4 row: draft index, or V_d for other ids
     const int32_t j = t2d[(size_t)target_id];
     return j < 0 ? (int64_t)d2t.size() : j;
@@ -69,7 +92,8 @@ struct FrozenTables {
 // issue #4), confidence head zero. mask_token_id is the target's <mask> id.
 Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_layers, int64_t H, int64_t n_heads,
                                       int64_t head_dim, int64_t target_intermediate, int64_t n_vocab,
-                                      int32_t mask_token_id, std::vector<int32_t> d2t, uint64_t seed);
+                                      int32_t mask_token_id, std::vector<int32_t> d2t, uint64_t seed,
+                                      const DraftInit& init = {});
 
 FrozenTables make_frozen_tables(const kernels::QMatrix& target_embed, const std::vector<int32_t>& d2t, int64_t H);
 

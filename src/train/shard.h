@@ -5,7 +5,9 @@
 //   seq_start    I64  [n_seq + 1]                  sequence s = tokens[seq_start[s], seq_start[s+1])
 //   prompt_len   I32  [n_seq]                      chat-templated prompt tokens (BOS included)
 //   prompt_index I64  [n_seq]                      line index in the prompts file
-//   temperature  F32  [n_seq]                      0 = greedy response, else the sampling temperature
+//   temperature  F32  [n_seq]                      0 = greedy response, > 0 the sampling temperature,
+//                                                  < 0 text run teacher-forced (`regen --prompt-text`), not
+//                                                  the target's own generation
 //   taps         BF16 [n_tok, n_taps * n_embd]     residual rows of the target at the tap layers, in
 //                                                  tap order; the LAST row of each sequence is zero
 //                                                  (its token was never run; no anchor needs it)

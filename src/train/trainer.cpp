@@ -58,13 +58,29 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Gemma3M
   }
   auto cols = ds.tap_columns(o.arch.taps);
   if (!cols) return cols.status();
+  DraftInit init;
+  if (o.qk_init) init.qk_norm = (float)std::pow((double)tc.head_dim, -0.25);
+  init.log_logit_scale = (float)std::log(o.logit_scale_init);
+  init.logit_scale_lr_mult = (float)o.logit_scale_lr_mult;
+  if (o.norm_init == "target") {
+    const float* w = target.weights().output_norm;
+    double ss = 0;
+    for (int64_t e = 0; e < tc.n_embd; ++e) ss += (double)w[e] * w[e];
+    const double rms = std::sqrt(ss / (double)tc.n_embd);
+    init.norm.resize((size_t)tc.n_embd);
+    for (int64_t e = 0; e < tc.n_embd; ++e) init.norm[(size_t)e] = (float)(w[e] / rms);
+  } else if (o.norm_init != "unit") {
+    return Status::error("norm init must be unit or target (got '" + o.norm_init + "')");
+  }
   auto pr = init_draft_params(o.arch, tc.n_layer, tc.n_embd, tc.n_head, tc.head_dim, tc.n_ff, tc.n_vocab,
-                              /*mask_token_id=*/4, d2t, o.seed);
+                              /*mask_token_id=*/4, d2t, o.seed, init);
   if (!pr) return pr.status();
   DraftParams& p = pr.value();
   if (start_step > 0) {
     auto st = load_train_state(p, state_path);
     if (!st) return st.status();
+  } else if (o.tap_norm) {
+    p.tap_scale = ds.tap_inv_rms(*cols, o.tap_stat_seqs, o.seed);
   }
   const FrozenTables frozen = make_frozen_tables(target.weights().token_embd, p.d2t, tc.n_embd);
   std::ofstream log(fs::path(o.out_dir) / "train_log.jsonl", std::ios::app);
@@ -116,6 +132,7 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Gemma3M
   for (int64_t step = start_step; step < o.steps; ++step) {
     Rng rng(o.seed * 0x9E3779B97F4A7C15ull + (uint64_t)step);  // resumable without stored RNG state
     ds.make_batch(rng, o.batch_seqs, o.anchors, p.cfg.block_size, *cols, &batch);
+    scale_taps(p.tap_scale, &batch);
     for (Param* q : params) std::fill(q->g.begin(), q->g.end(), 0.0f);
     const LossTerms lt = net.run(batch, true);
     if (!std::isfinite(lt.loss)) return Status::error("training diverged at step " + std::to_string(step) + " (loss not finite)");
@@ -133,7 +150,7 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Gemma3M
         q->m[i] = (float)(o.beta1 * q->m[i] + (1.0 - o.beta1) * gv);
         q->v[i] = (float)(o.beta2 * q->v[i] + (1.0 - o.beta2) * (double)gv * gv);
         const double upd = (q->m[i] / bc1) / (std::sqrt(q->v[i] / bc2) + o.adam_eps);
-        q->w[i] -= (float)(lr * (upd + (q->decay ? o.weight_decay * q->w[i] : 0.0)));
+        q->w[i] -= (float)(lr * q->lr_mult * (upd + (q->decay ? o.weight_decay * q->w[i] : 0.0)));
       }
     // Running means for the log.
     if (acc_n == 0) { acc = lt; } else {
@@ -154,7 +171,7 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Gemma3M
       const double sec = std::chrono::duration<double>(Clock::now() - t_start).count();
       emit({{"event", "train"}, {"step", step + 1}, {"lr", lr}, {"loss", acc.loss / acc_n}, {"ce", acc.ce / acc_n},
             {"l1", acc.l1 / acc_n}, {"bce", acc.bce / acc_n}, {"grad_norm", gn}, {"cstar_by_pos", acc_pos},
-            {"top1_by_pos", top1_pos}, {"seconds", sec}, {"steps_per_s", (double)(step + 1 - start_step) / sec}});
+            {"top1_by_pos", top1_pos}, {"logit_scale", p.logit_scale()}, {"seconds", sec}, {"steps_per_s", (double)(step + 1 - start_step) / sec}});
       acc_n = 0;
     }
     if ((step + 1) % o.ckpt_every == 0 || step + 1 == o.steps) DSPARK_RETURN_IF_ERROR(checkpoint(step + 1));

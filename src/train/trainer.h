@@ -20,6 +20,13 @@ namespace dspark::train {
 struct TrainerOptions {
   std::string out_dir;               // state.safetensors, drafter/, train_log.jsonl
   DraftArch arch;
+  // Setup (issue #11). Defaults are the fixed setup; --setup legacy restores the original one.
+  bool tap_norm = true;              // per-dimension tap RMS normalisation (folded into fc at export)
+  bool qk_init = true;               // q/k norm weights head_dim^-1/4: attention logits start ~unit scale
+  std::string norm_init = "target";  // final norm init: "unit" (ones) or "target" (the target's output_norm / its RMS)
+  double logit_scale_init = 8.0;     // initial logit scale exp(t)
+  double logit_scale_lr_mult = 20.0; // learning-rate multiplier of t
+  int64_t tap_stat_seqs = 256;       // training sequences sampled for the tap statistics
   int64_t draft_vocab = 16384;
   int64_t steps = 1000;
   int64_t batch_seqs = 8;

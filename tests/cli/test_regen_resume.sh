@@ -37,10 +37,55 @@ assert m["shards_done"] == 3 and m["sequences"] == 6, m
 assert sum(s["sequences"] for s in m["shards"]) == 6
 assert "regen" in m["command"]
 PY
+# Token ids -> shards: the export is small, and the teacher-forced replay rebuilds every shard
+# byte for byte (the forward is batch-invariant, so prefill rows equal decode rows).
+"$bin" regen --out "$tmp/r" --export-ids "$tmp/ids.safetensors" >/dev/null
+"$bin" "${args[@]/$tmp\/r/$tmp/rr}" --from-ids "$tmp/ids.safetensors" >"$tmp/replay.json" 2>"$tmp/replay.err" ||
+  { echo "FAIL: replay"; cat "$tmp/replay.err"; exit 1; }
+for s in 0 1 2; do
+  cmp "$tmp/r/shard-0000$s.safetensors" "$tmp/rr/shard-0000$s.safetensors" ||
+    { echo "FAIL: replayed shard $s differs from the decoded one"; exit 1; }
+done
+# An altered ids file and one from other settings are refused, naming the file / field; nothing is written.
+python3 - "$tmp/ids.safetensors" "$tmp/bad.safetensors" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[-3] ^= 0x11
+open(sys.argv[2], "wb").write(b)
+PY
+if "$bin" "${args[@]/$tmp\/r/$tmp/rb}" --from-ids "$tmp/bad.safetensors" >/dev/null 2>"$tmp/bad.err"; then
+  echo "FAIL: altered ids file accepted"; exit 1; fi
+grep -q 'checksum' "$tmp/bad.err" || { echo "FAIL: no checksum error"; cat "$tmp/bad.err"; exit 1; }
+other=("${args[@]}")
+for i in "${!other[@]}"; do [ "${other[$i]}" = "--max-new" ] && other[$((i + 1))]=13; done
+if "$bin" "${other[@]}" --out "$tmp/rc" --from-ids "$tmp/ids.safetensors" >/dev/null 2>"$tmp/set.err"; then
+  echo "FAIL: ids of other settings accepted"; exit 1; fi
+grep -q "setting 'max_new'" "$tmp/set.err" || { echo "FAIL: settings mismatch not named"; cat "$tmp/set.err"; exit 1; }
+test ! -e "$tmp/rb/shard-00000.safetensors"
+# Prompt text as teacher-forced data (temperature -1), trainable together with the responses.
+"$bin" regen -m "$model" --prompts "$tmp/train.jsonl" --eval-prompts "$tmp/eval.jsonl" --out "$tmp/pt" --taps 2,8 \
+  --top-k 4 --max-new 12 --shard-size 2 --sampled-share 0.5 --prompt-text --json >"$tmp/pt.json" 2>"$tmp/pt.err" ||
+  { echo "FAIL: --prompt-text"; cat "$tmp/pt.err"; exit 1; }
+grep -q '"shards_done":3' "$tmp/pt.json" || { echo "FAIL: --prompt-text shards"; cat "$tmp/pt.json"; exit 1; }
 "$bin" train-drafter -m "$model" --data "$tmp/r" --out "$tmp/t" --taps 2,8 --layers 1 --markov-rank 8 \
   --draft-vocab 256 --steps 3 --batch-seqs 2 --anchors 4 --ckpt-every 3 --heldout-mod 3 --eval-seqs 2 --json \
   >"$tmp/train.json" 2>"$tmp/train.err" || { echo "FAIL: train-drafter"; cat "$tmp/train.err"; exit 1; }
 test -f "$tmp/t/drafter/config.json" && test -f "$tmp/t/drafter/model.safetensors" && test -f "$tmp/t/state.safetensors"
+# Responses + prompt text, the legacy setup (an ablation arm), and the diagnostics on the result.
+"$bin" train-drafter -m "$model" --data "$tmp/r" --data "$tmp/pt" --out "$tmp/t2" --taps 2,8 --layers 1 --markov-rank 8 \
+  --draft-vocab 256 --steps 2 --batch-seqs 2 --anchors 4 --ckpt-every 2 --heldout-mod 3 --eval-seqs 0 --setup legacy \
+  >/dev/null 2>"$tmp/t2.err" || { echo "FAIL: train-drafter on responses + prompt text"; cat "$tmp/t2.err"; exit 1; }
+"$bin" drafter-diag "$tmp/t/drafter" -m "$model" --data "$tmp/r" --heldout-mod 3 --seqs 2 --anchors 2 --json >"$tmp/diag.json" ||
+  { echo "FAIL: drafter-diag"; exit 1; }
+python3 - "$tmp/diag.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = d["runs"]
+for k in ("heldout / taps", "heldout / taps zeroed", "heldout / taps shuffled", "train / taps"):
+    assert len(runs[k]["top1_by_pos"]) == 7, k
+assert [t["tap"] for t in d["tap_rms"]] == [2, 8]
+assert all(t["rms"] > 0 for t in d["tap_rms"])
+PY
 "$bin" generate -m "$model" -p "Count from 1 to 5." -n 8 --draft-model "$tmp/t/drafter" --json >"$tmp/gen.json" 2>"$tmp/gen.err" ||
   { echo "FAIL: the trained checkpoint does not load in generate"; cat "$tmp/gen.err"; exit 1; }
-echo "ok: regen resume (skip, redo damaged shard), manifest, train-drafter -> loadable checkpoint"
+echo "ok: regen resume (skip, redo damaged shard), manifest, ids export + bitwise replay, prompt text, train-drafter (fixed and legacy) -> loadable checkpoint, drafter-diag"

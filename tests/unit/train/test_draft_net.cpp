@@ -2,6 +2,7 @@
 // against the serving forward (spec::DSparkDrafter) on an exported checkpoint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -9,6 +10,7 @@
 #include "core/rng.h"
 #include "spec/drafter_dspark.h"
 #include "train/draft_net.h"
+#include "train/dataset.h"
 #include "train/draft_params.h"
 
 namespace dspark::train {
@@ -55,6 +57,9 @@ std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t ga
   for (Param* q : f->p.all())
     for (float& x : q->w) x = (q->shape.size() == 1 && q->name.find("bias") == std::string::npos ? 1.0f : 0.0f) +
                               (float)(0.3 * normal(rng));
+  // A logit scale of e^1.3: sharp draft distributions (labels far below the top logit), the regime
+  // a trained drafter reaches at the target's logit scale.
+  f->p.log_logit_scale.w[0] = 1.3f;
   f->frozen = make_frozen_tables(f->qtable, f->p.d2t, kH);
   const int64_t m = 2;
   f->batch.top_k = 4;
@@ -89,10 +94,9 @@ std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t ga
         dp.push_back(pr);
         left -= pr;
       }
-      // unique ids
+      // unique ids (a target top-k list never repeats an id)
       for (int j = 1; j < 4; ++j)
-        for (int q = 0; q < j; ++q)
-          if (di[j] == di[q]) di[j] = (di[j] + 7 * j) % kV;
+        while (std::find(di.begin(), di.begin() + j, di[j]) != di.begin() + j) di[j] = (di[j] + 7) % kV;
       f->ids.push_back(di);
       f->probs.push_back(dp);
       b.dist_ids.push_back(f->ids.back().data());
@@ -148,13 +152,26 @@ TEST(DraftNetGrad, OneLayerMarkov) { check_gradients(1, 4, 3); }
 TEST(DraftNetGrad, TwoLayersMarkov) { check_gradients(2, 4, 4); }
 TEST(DraftNetGrad, NoMarkov) { check_gradients(1, 0, 3); }
 
-TEST(DraftNet, MatchesServingForward) {
+// The training forward against the serving forward of the exported checkpoint. `folded`: the
+// training-only reparameterisations are in use (per-column tap scales, a logit scale), so the export
+// folds them into fc and the final norm while the serving drafter reads the raw taps. Scales are
+// powers of two so the folded bf16 weights are exact.
+void check_matches_serving(bool folded) {
   auto f = make_fixture(2, 4, 3, 77);
+  f->p.log_logit_scale.w[0] = 0.0f;
   for (Param* q : f->p.all())
     for (float& x : q->w) x = bf16_to_fp32(fp32_to_bf16(x));  // what the export stores
+  TrainBatch batch = f->batch;
+  if (folded) {
+    f->p.log_logit_scale.w[0] = std::log(2.0f);
+    ASSERT_EQ(f->p.logit_scale(), 2.0f);
+    f->p.tap_scale.resize((size_t)f->p.fc.shape[1]);
+    for (size_t j = 0; j < f->p.tap_scale.size(); ++j) f->p.tap_scale[j] = std::ldexp(1.0f, (int)(j % 5) - 2);
+    scale_taps(f->p.tap_scale, &batch);
+  }
   DraftNet net(f->p, f->frozen);
-  net.run(f->batch, false);
-  const std::string dir = ::testing::TempDir() + "dspark_train_export";
+  net.run(batch, false);
+  const std::string dir = ::testing::TempDir() + (folded ? "dspark_train_export_folded" : "dspark_train_export");
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
   spec::TargetTables tables{f->qtable, f->qtable, kV, kH};
@@ -187,6 +204,9 @@ TEST(DraftNet, MatchesServingForward) {
     EXPECT_NEAR((*d)->last_conf_logits()[0], net.conf_logits()[bi * g], kServeTol * 10);
   }
 }
+
+TEST(DraftNet, MatchesServingForward) { check_matches_serving(false); }
+TEST(DraftNet, FoldedTapScaleAndLogitScaleMatchServing) { check_matches_serving(true); }
 
 // The copy head inside the serving drafter: a repeating history is drafted by lookup alone (no
 // backbone), and a slot without a match is the drafter's own prediction.

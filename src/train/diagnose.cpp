@@ -1,0 +1,113 @@
+#include "train/diagnose.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/f16.h"
+
+namespace dspark::train {
+
+const char* tap_ablation_name(TapAblation a) {
+  switch (a) {
+    case TapAblation::kNone: return "taps";
+    case TapAblation::kZero: return "taps zeroed";
+    case TapAblation::kShuffle: return "taps shuffled";
+  }
+  return "?";
+}
+
+SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch batch, TapAblation ab) {
+  if (ab == TapAblation::kZero) {
+    for (TrainSeq& s : batch.seqs) std::fill(s.taps.begin(), s.taps.end(), 0.0f);
+  } else if (ab == TapAblation::kShuffle && batch.seqs.size() > 1) {
+    std::vector<std::vector<float>> orig;
+    for (const TrainSeq& s : batch.seqs) orig.push_back(s.taps);
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      const std::vector<float>& src = orig[(i + 1) % orig.size()];
+      std::vector<float>& dst = batch.seqs[i].taps;
+      const size_t n = std::min(src.size(), dst.size());
+      std::copy(src.begin(), src.begin() + (ptrdiff_t)n, dst.begin());
+      std::fill(dst.begin() + (ptrdiff_t)n, dst.end(), 0.0f);
+    }
+  }
+  const LossTerms lt = net.run(batch, false);
+  const int64_t g = p.cfg.block_size, vd = (int64_t)p.d2t.size();
+  SlotStats s;
+  s.top1.assign((size_t)g, 0.0);
+  s.cstar.assign((size_t)g, 0.0);
+  s.draft_entropy.assign((size_t)g, 0.0);
+  s.target_entropy.assign((size_t)g, 0.0);
+  s.count.assign((size_t)g, 0);
+  s.loss = lt.loss;
+  const std::vector<float>& logits = net.logits();
+  for (size_t bi = 0; bi < batch.blocks.size(); ++bi) {
+    const TrainBlock& blk = batch.blocks[bi];
+    for (int64_t k = 0; k < g; ++k) {
+      if (blk.label[(size_t)k] < 0) continue;
+      const float* l = &logits[(bi * (size_t)g + (size_t)k) * (size_t)vd];
+      const float mx = *std::max_element(l, l + vd);
+      double z = 0, zl = 0;
+      for (int64_t v = 0; v < vd; ++v) {
+        const double e = std::exp((double)l[v] - mx);
+        z += e;
+        zl += e * ((double)l[v] - mx);
+      }
+      s.draft_entropy[(size_t)k] += std::log(z) - zl / z;
+      double ht = 0;
+      for (int32_t j = 0; j < batch.top_k; ++j) {
+        const double t = blk.dist_probs[(size_t)k][j];
+        if (t > 0) ht -= t * std::log(t);
+      }
+      s.target_entropy[(size_t)k] += ht;
+      ++s.count[(size_t)k];
+    }
+  }
+  for (int64_t k = 0; k < g; ++k) {
+    const double n = (double)std::max<int64_t>(1, s.count[(size_t)k]);
+    s.top1[(size_t)k] = lt.count[(size_t)k] ? lt.top1_sum[(size_t)k] / (double)lt.count[(size_t)k] : 0.0;
+    s.cstar[(size_t)k] = lt.count[(size_t)k] ? lt.accept_sum[(size_t)k] / (double)lt.count[(size_t)k] : 0.0;
+    s.draft_entropy[(size_t)k] /= n;
+    s.target_entropy[(size_t)k] /= n;
+  }
+  return s;
+}
+
+std::vector<TapRmsRow> tap_rms_table(const Dataset& ds, const std::vector<int>& taps, const std::vector<int>& cols,
+                                     int64_t n_seqs) {
+  const int64_t H = ds.layout().n_embd, w_in = ds.layout().row_width(), m = (int64_t)cols.size();
+  std::vector<double> ss((size_t)(m * H), 0.0), amax((size_t)m, 0.0);
+  int64_t rows = 0;
+  const int64_t n = std::min<int64_t>(n_seqs, (int64_t)ds.train().size());
+  for (int64_t s = 0; s < n; ++s) {
+    const SeqRef ref = ds.train()[(size_t)s];
+    const Shard& sh = ds.shard(ref.shard);
+    const uint16_t* t = sh.taps(ref.seq);
+    for (int64_t i = 0; i + 1 < sh.seq_len(ref.seq); ++i, ++rows)
+      for (int64_t c = 0; c < m; ++c)
+        for (int64_t e = 0; e < H; ++e) {
+          const double v = bf16_to_fp32(t[i * w_in + cols[(size_t)c] * H + e]);
+          ss[(size_t)(c * H + e)] += v * v;
+          amax[(size_t)c] = std::max(amax[(size_t)c], std::fabs(v));
+        }
+  }
+  std::vector<TapRmsRow> out;
+  for (int64_t c = 0; c < m; ++c) {
+    std::vector<double> d((size_t)H);
+    double tot = 0;
+    for (int64_t e = 0; e < H; ++e) {
+      d[(size_t)e] = std::sqrt(ss[(size_t)(c * H + e)] / (double)std::max<int64_t>(rows, 1));
+      tot += ss[(size_t)(c * H + e)];
+    }
+    TapRmsRow r;
+    r.tap = taps[(size_t)c];
+    r.rms = std::sqrt(tot / (double)std::max<int64_t>(rows * H, 1));
+    std::sort(d.begin(), d.end());
+    r.dim_rms_max = d.back();
+    r.dim_rms_median = d[(size_t)H / 2];
+    r.abs_max = amax[(size_t)c];
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace dspark::train

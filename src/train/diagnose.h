@@ -1,0 +1,44 @@
+// Drafter diagnostics (issue #11): is the context path alive, how sharp are the draft distributions
+// next to the target's, does the drafter under- or over-fit. Teacher-forced, target out of the loop:
+// the training forward (DraftNet) over regen sequences, as `dspark sensitivity` runs it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "train/dataset.h"
+#include "train/draft_net.h"
+
+namespace dspark::train {
+
+// How the context taps of a batch are altered before the forward.
+enum class TapAblation { kNone, kZero, kShuffle };
+const char* tap_ablation_name(TapAblation a);
+
+// Teacher-forced statistics by slot (0-based: slot k predicts x_{a+k+1}).
+struct SlotStats {
+  std::vector<double> top1;            // [γ] argmax p_d == label
+  std::vector<double> cstar;           // [γ] Σ min(p_d, p_t) over the target's top-k (T = 1 acceptance)
+  std::vector<double> draft_entropy;   // [γ] nats, full draft distribution
+  std::vector<double> target_entropy;  // [γ] nats, over the recorded top-k (a lower bound)
+  std::vector<int64_t> count;          // [γ] valid slots
+  double loss = 0;
+};
+
+// Runs the forward over `batch` (taps already in the drafter's input scale) with taps altered per
+// `ab` (kShuffle: every sequence gets the context rows of the next sequence of the batch, cyclically,
+// cut or zero-padded to its own length; seeds nothing, deterministic).
+SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch batch, TapAblation ab);
+
+// Per-tap RMS table over the data: per tap, the RMS over all dimensions, the largest and the
+// median per-dimension RMS, and the largest |value| seen.
+struct TapRmsRow {
+  int tap = 0;
+  double rms = 0, dim_rms_max = 0, dim_rms_median = 0, abs_max = 0;
+};
+std::vector<TapRmsRow> tap_rms_table(const Dataset& ds, const std::vector<int>& taps, const std::vector<int>& cols,
+                                     int64_t n_seqs);
+
+}  // namespace dspark::train
