@@ -37,16 +37,34 @@ void CopyHead::start_draft(int32_t pending) {
   drafted_src_.clear();
 }
 
-CopyProposal CopyHead::propose() const {
-  const int64_t len = (int64_t)seq_.size();
-  for (int n = (int)std::min<int64_t>(cfg_.max_ngram, len - 1); n >= cfg_.min_ngram; --n) {
-    const int32_t* suffix = seq_.data() + len - n;
-    // Latest start s < len - n whose n tokens equal the suffix; its successor is seq_[s + n].
+CopyProposal lookup_next(std::span<const int32_t> seq, int max_ngram, int min_ngram) {
+  min_ngram = std::max(min_ngram, 1);
+  const int64_t len = (int64_t)seq.size();
+  for (int n = (int)std::min<int64_t>(max_ngram, len - 1); n >= min_ngram; --n) {
+    const int32_t* suffix = seq.data() + len - n;
+    // Latest start s < len - n whose n tokens equal the suffix; its successor is seq[s + n].
     for (int64_t s = len - n - 1; s >= 0; --s)
-      if (std::equal(suffix, suffix + n, seq_.data() + s)) return {seq_[(size_t)(s + n)], n};
+      if (std::equal(suffix, suffix + n, seq.data() + s)) return {seq[(size_t)(s + n)], n};
   }
   return {};
 }
+
+void lookup_chain(std::span<const int32_t> history, int32_t pending, int n, int max_ngram, int min_ngram, int32_t mask,
+                  std::vector<int32_t>* out) {
+  std::vector<int32_t> seq(history.begin(), history.end());
+  seq.push_back(pending);
+  out->assign((size_t)std::max(n, 0), mask);
+  if (n <= 0) return;
+  (*out)[0] = pending;
+  for (int k = 1; k < n; ++k) {
+    const CopyProposal p = lookup_next(seq, max_ngram, min_ngram);
+    if (p.token < 0) break;
+    (*out)[(size_t)k] = p.token;
+    seq.push_back(p.token);
+  }
+}
+
+CopyProposal CopyHead::propose() const { return lookup_next(seq_, cfg_.max_ngram, cfg_.min_ngram); }
 
 void CopyHead::push(int32_t token, int src_n) {
   seq_.push_back(token);

@@ -40,6 +40,16 @@ struct CopyProposal {
   int n = 0;           // match length used
 };
 
+// The latest earlier occurrence of the last n tokens of seq (n = max_ngram down to min_ngram) and
+// the token that followed it; {-1, 0} without a match. The copy head's proposal rule.
+CopyProposal lookup_next(std::span<const int32_t> seq, int max_ngram, int min_ngram);
+
+// Block inputs for a drafter with lookup input (DSparkConfig::lookup_max_ngram): out[0] = pending,
+// out[k] (k = 1..n-1) = lookup_next over history + pending + out[1..k-1], or `mask` from the first
+// slot without a match on. out has n entries.
+void lookup_chain(std::span<const int32_t> history, int32_t pending, int n, int max_ngram, int min_ngram, int32_t mask,
+                  std::vector<int32_t>* out);
+
 class CopyHead {
  public:
   explicit CopyHead(CopyHeadConfig cfg = {});

@@ -94,6 +94,7 @@ double DSparkDrafter::calibrate_draft_ms() {
   ctx_.len = 0;
   for (auto& k : ctx_.k) k.clear();
   for (auto& v : ctx_.v) v.clear();
+  history_.clear();
   return opt_.draft_ms;
 }
 
@@ -122,6 +123,7 @@ Status DSparkDrafter::begin(std::span<const int32_t> prompt, const TapRows& taps
   ctx_.len = 0;
   last_slots_ = 0;
   copy_.begin(prompt);
+  if (c.lookup_max_ngram > 0) history_.assign(prompt.begin(), prompt.end());
   if (taps.n_rows != (int64_t)prompt.size())
     return Status::error("dspark drafter: begin got " + std::to_string(taps.n_rows) + " tap rows for a prompt of " +
                          std::to_string(prompt.size()) + " tokens");
@@ -137,6 +139,7 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
                          std::to_string(taps.n_rows) + " tap rows");
   if (opt_.copy && !copy_.commit(committed, pos))
     return Status::error("dspark drafter: copy head history out of step at position " + std::to_string(pos));
+  if (model_->config().lookup_max_ngram > 0) history_.insert(history_.end(), committed.begin(), committed.end());
   return model_->append_context(ctx_, s_, taps);
 }
 
@@ -154,7 +157,15 @@ nlohmann::json DSparkDrafter::stats() const {
 // updates the running mean of its cost.
 void DSparkDrafter::run_backbone(int32_t anchor, int n_rows) {
   const auto t0 = std::chrono::steady_clock::now();
-  model_->backbone(ctx_, s_, anchor, hidden_.data());
+  // Block inputs: [anchor, MASK...], or the lookup chain from the anchor (E6).
+  const DSparkConfig& c = model_->config();
+  if (c.lookup_max_ngram > 0) {
+    lookup_chain(history_, anchor, (int)c.block_size, c.lookup_max_ngram, c.lookup_min_ngram, c.mask_token_id, &inputs_);
+  } else {
+    inputs_.assign((size_t)c.block_size, c.mask_token_id);
+    inputs_[0] = anchor;
+  }
+  model_->backbone(ctx_, s_, inputs_.data(), hidden_.data());
   model_->base_logits(s_, hidden_.data(), n_rows, base_.data());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   last_backbone_ms_ = ms;

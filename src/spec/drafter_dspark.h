@@ -109,6 +109,8 @@ class DSparkDrafter : public Drafter {
   DSparkContext ctx_;
   DSparkScratch s_;
   MarkovHead markov_;
+  std::vector<int32_t> history_;    // committed tokens (lookup input only)
+  std::vector<int32_t> inputs_;     // [γ] block inputs of the last backbone pass
   std::vector<float> hidden_;       // [γ, H]
   std::vector<float> base_;         // [γ, V_d]
   std::vector<float> scores_;       // [γ, V_d] corrected rows

@@ -240,6 +240,18 @@ Result<DSparkConfig> parse_dspark_config(const std::string& text, const std::str
     }
     c.copy_head = true;
   }
+  // dspark extension E6: prompt-lookup guesses as the block's inputs.
+  if (j.contains("dspark_lookup_input") && !j["dspark_lookup_input"].is_null()) {
+    const auto& h = j["dspark_lookup_input"];
+    if (!h.is_object()) return f.fail("dspark_lookup_input", "must be an object {max_ngram, min_ngram}");
+    for (const auto& [key, out] : {std::pair{"max_ngram", &c.lookup_max_ngram}, std::pair{"min_ngram", &c.lookup_min_ngram}}) {
+      if (!h.contains(key)) return f.fail(std::string("dspark_lookup_input.") + key, "is missing");
+      if (!h[key].is_number_integer() || h[key].get<int64_t>() < 1 || h[key].get<int64_t>() > 16)
+        return f.fail(std::string("dspark_lookup_input.") + key, "must be an integer in [1, 16]");
+      *out = (int)h[key].get<int64_t>();
+    }
+    if (c.lookup_min_ngram > c.lookup_max_ngram) return f.fail("dspark_lookup_input", "min_ngram exceeds max_ngram");
+  }
   return c;
 }
 

@@ -48,6 +48,11 @@ struct DSparkConfig {
   int copy_max_ngram = 3, copy_min_ngram = 1;
   std::vector<double> copy_prior_acceptance;  // [max_ngram + 1] (n = 0: the drafter's slots); empty = none
   double copy_prior_weight = 20.0;
+  // dspark_lookup_input {"max_ngram", "min_ngram"} (extension E6): the block's MASK inputs are
+  // replaced by prompt-lookup guesses. Slot k >= 1 gets the token that lookup chains from the anchor
+  // for position a + k (spec/copy_head.h lookup_chain), MASK from the first slot without a match.
+  // The network sees what prompt lookup knows and learns when it is right. 0 = off.
+  int lookup_max_ngram = 0, lookup_min_ngram = 1;
 
   int64_t n_taps() const { return (int64_t)target_layer_ids.size(); }
 };

@@ -427,12 +427,12 @@ void DSparkModel::attention(const DSparkContext& ctx, DSparkScratch& s, int64_t 
   });
 }
 
-void DSparkModel::backbone(const DSparkContext& ctx, DSparkScratch& s, int32_t anchor, float* h_out) const {
+void DSparkModel::backbone(const DSparkContext& ctx, DSparkScratch& s, const int32_t* inputs, float* h_out) const {
   const DSparkConfig& c = cfg_;
   const int64_t H = c.hidden_size, g = c.block_size, hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads;
   const int64_t qd = nh * hd, kd = nkv * hd, I = c.intermediate_size;
   float* h = s.h.data();
-  for (int64_t i = 0; i < g; ++i) embed_row(i == 0 ? anchor : c.mask_token_id, h + i * H);
+  for (int64_t i = 0; i < g; ++i) embed_row(inputs[i], h + i * H);
   rope_tables(s, ctx.len, g);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const DSparkLayer& L = w_.layers[(size_t)l];

@@ -126,9 +126,9 @@ class DSparkModel {
   // positions ctx.len.. and appends their K/V to every layer (§3.2).
   Status append_context(DSparkContext& ctx, DSparkScratch& s, const TapRows& taps) const;
 
-  // Block forward (§3.3) for inputs [anchor, MASK x (γ-1)] at positions ctx.len..: writes the
-  // post-final-norm rows h_out [γ, H].
-  void backbone(const DSparkContext& ctx, DSparkScratch& s, int32_t anchor, float* h_out) const;
+  // Block forward (§3.3) for inputs [γ] at positions ctx.len..: [anchor, MASK x (γ-1)], or with
+  // lookup input (E6) [anchor, lookup guesses / MASK]. Writes the post-final-norm rows h_out [γ, H].
+  void backbone(const DSparkContext& ctx, DSparkScratch& s, const int32_t* inputs, float* h_out) const;
 
   // U = softcap(h · lm_headᵀ) for n_rows rows: [n_rows, V_d].
   void base_logits(DSparkScratch& s, const float* h, int64_t n_rows, float* u_out) const;

@@ -76,8 +76,9 @@ int verb_drafter_diag(int argc, char** argv) {
 
   train::TrainBatch held, trn;
   Rng r1((uint64_t)seed), r2((uint64_t)seed + 1);
-  ds->make_batch(r1, seqs, anchors, p->cfg.block_size, *cols, &held, &ds->heldout());
-  ds->make_batch(r2, seqs, anchors, p->cfg.block_size, *cols, &trn);
+  const train::BlockInputs bin = train::block_inputs_of(p->cfg);
+  ds->make_batch(r1, seqs, anchors, p->cfg.block_size, *cols, &held, &ds->heldout(), bin);
+  ds->make_batch(r2, seqs, anchors, p->cfg.block_size, *cols, &trn, nullptr, bin);
   nlohmann::json out;
   const std::pair<const char*, train::TapAblation> held_runs[] = {
       {"heldout", train::TapAblation::kNone}, {"heldout", train::TapAblation::kZero}, {"heldout", train::TapAblation::kShuffle}};

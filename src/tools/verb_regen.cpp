@@ -174,7 +174,8 @@ int verb_regen(int argc, char** argv) {
       if (orig.value(k, nlohmann::json()) != settings[k])
         return fail(from_ids + ": setting '" + k + "' is " + orig.value(k, nlohmann::json()).dump() + ", this run has " +
                     settings[k].dump() + " (use the flags of the run that wrote the ids)");
-    settings["from_ids"] = fs::path(from_ids).filename().string();
+    // Not a setting: replayed shards are byte for byte what decoding writes, so one folder may hold
+    // both and a decode run may continue a replayed one.
   }
   if (prompt_text) {
     if (!from_ids.empty()) return fail("--prompt-text and --from-ids exclude each other");
@@ -274,6 +275,7 @@ int verb_regen(int argc, char** argv) {
     manifest["format"] = "dspark-regen-manifest-v1";
     manifest["settings"] = settings;
     manifest["command"] = command;
+    if (!from_ids.empty()) manifest["replayed_from_ids"] = fs::path(from_ids).filename().string();
     manifest["skipped_long_prompts"] = skipped;
     manifest["shards_total"] = n_shards;
     manifest["shards_done"] = (int64_t)shards.size();

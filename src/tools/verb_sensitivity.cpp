@@ -140,7 +140,7 @@ int verb_sensitivity(int argc, char** argv) {
   train::FrozenTables frozen = train::make_frozen_tables(lm->model->weights().token_embd, p->d2t, tc.n_embd);
   train::TrainBatch batch;
   Rng rng((uint64_t)seed);
-  ds->make_batch(rng, seqs, anchors, p->cfg.block_size, *cols, &batch, &ds->heldout());
+  ds->make_batch(rng, seqs, anchors, p->cfg.block_size, *cols, &batch, &ds->heldout(), train::block_inputs_of(p->cfg));
 
   ProgressBar bar("sensitivity", (uint64_t)(train::sensitivity_units(*p, frozen).size() * cands.size()), " runs");
   auto fq = [&](const std::string& tensor, const quant::Candidate& c, float* w, int64_t rows, int64_t n_cols) {

@@ -34,6 +34,10 @@ int verb_train_drafter(int argc, char** argv) {
   args.add("--out,-o", &o.out_dir, "output folder (required)");
   args.add("--taps", &taps_s, "target layers the drafter reads (a subset of the regen taps)");
   args.add("--layers", &layers, "drafter layers", 1, 8);
+  int64_t lookup_max = 0, lookup_min = 1;
+  args.add("--lookup-input", &lookup_max, "prompt-lookup guesses as the block's inputs, n-grams up to N (0 = off;\n"
+           "config extension dspark_lookup_input): the network sees what prompt lookup knows", 0, 16);
+  args.add("--lookup-min-ngram", &lookup_min, "shortest n-gram the lookup input matches", 1, 16);
   args.add("--markov-rank", &rank, "Markov head rank (0 = none)", 0, 1024);
   args.add("--block", &block, "block size (gamma)", 1, 16);
   args.add("--intermediate", &inter, "MLP width (0 = the target's)", 0, 65536);
@@ -109,7 +113,8 @@ int verb_train_drafter(int argc, char** argv) {
   }
   if (ls_init > 0) o.logit_scale_init = ls_init;
   if (ls_mult >= 0) o.logit_scale_lr_mult = ls_mult;
-  o.arch = train::DraftArch{*taps, layers, rank, block, inter};
+  if (lookup_max > 0 && lookup_min > lookup_max) return fail("--lookup-min-ngram exceeds --lookup-input");
+  o.arch = train::DraftArch{*taps, layers, rank, block, inter, (int)lookup_max, (int)lookup_min};
   o.draft_vocab = vocab;
   o.steps = steps;
   o.batch_seqs = bseqs;

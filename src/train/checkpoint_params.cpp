@@ -47,6 +47,8 @@ Result<DraftParams> load_checkpoint_params(const std::string& dir, const model::
   arch.markov_rank = c.markov_rank;
   arch.block_size = c.block_size;
   arch.intermediate = c.intermediate_size;
+  arch.lookup_max_ngram = c.lookup_max_ngram;
+  arch.lookup_min_ngram = c.lookup_min_ngram;
   auto p = init_draft_params(arch, tc.n_layer, tc.n_embd, c.n_heads, c.head_dim, tc.n_ff, tc.n_vocab, c.mask_token_id,
                              std::move(d2t), 0);
   if (!p) return Status::error(cfg_path + ": " + p.message());

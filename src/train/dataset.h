@@ -7,6 +7,7 @@
 
 #include "core/rng.h"
 #include "core/status.h"
+#include "spec/dspark_config.h"
 #include "train/draft_net.h"
 #include "train/shard.h"
 
@@ -16,6 +17,15 @@ struct SeqRef {
   int32_t shard = 0;
   int32_t seq = 0;
 };
+
+// How a block's input ids are formed (the drafter's config): [x_a, MASK...], or with lookup input
+// (max_ngram > 0) the lookup chain from the anchor over the sequence's earlier tokens, exactly as
+// the serving drafter forms them (spec::lookup_chain).
+struct BlockInputs {
+  int32_t mask_token_id = -1;   // < 0: leave TrainBlock::inputs empty ([x_a, MASK...] in DraftNet)
+  int max_ngram = 0, min_ngram = 1;
+};
+BlockInputs block_inputs_of(const spec::DSparkConfig& c);
 
 class Dataset {
  public:
@@ -44,7 +54,7 @@ class Dataset {
   // [prompt_len, len - 2], drawn without replacement), γ slots per block. `from` = the sequences to
   // draw from (default: the training split; e.g. &heldout() for calibration).
   void make_batch(Rng& rng, int64_t n_seqs, int64_t n_anchors, int64_t gamma, const std::vector<int>& tap_cols,
-                  TrainBatch* out, const std::vector<SeqRef>* from = nullptr) const;
+                  TrainBatch* out, const std::vector<SeqRef>* from = nullptr, const BlockInputs& inputs = {}) const;
 
  private:
   std::vector<Shard> shards_;

@@ -66,7 +66,11 @@ void DraftNet::forward_blocks(const TrainBatch& b) {
   const int64_t nb = (int64_t)b.blocks.size(), R = nb * g, qd = nh * hd;
   h0_.resize((size_t)(R * H));
   for (int64_t bi = 0; bi < nb; ++bi)
-    for (int64_t i = 0; i < g; ++i) t_.embed_row(i == 0 ? b.blocks[bi].prev[0] : c.mask_token_id, &h0_[(bi * g + i) * H]);
+    for (int64_t i = 0; i < g; ++i) {
+      const std::vector<int32_t>& in = b.blocks[bi].inputs;
+      const int32_t id = !in.empty() ? in[(size_t)i] : i == 0 ? b.blocks[bi].prev[0] : c.mask_token_id;
+      t_.embed_row(id, &h0_[(bi * g + i) * H]);
+    }
   layers_.resize((size_t)c.n_layers);
   std::vector<float> h = h0_;
   for (int64_t l = 0; l < c.n_layers; ++l) {

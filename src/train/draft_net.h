@@ -26,6 +26,8 @@ struct TrainSeq {
 struct TrainBlock {
   int32_t seq = 0;                     // index into TrainBatch::seqs
   int64_t anchor = 0;                  // position a (>= 1, <= seqs[seq].n_ctx)
+  std::vector<int32_t> inputs;         // [γ] block input ids (slot 0 = x_a; then MASK or lookup guesses);
+                                       // empty = [x_a, MASK x (γ-1)]
   std::vector<int32_t> prev;           // [γ] x_a .. x_{a+γ-1} (teacher-forced Markov input; slot 0 = anchor)
   std::vector<int32_t> label;          // [γ] x_{a+k+1} target id, -1 = slot invalid (past the end)
   std::vector<const int32_t*> dist_ids;   // [γ] target top-k ids at position a+k (predicting the label)

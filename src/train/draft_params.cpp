@@ -108,6 +108,11 @@ Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_la
       {"layer_types", layer_types}, {"tie_word_embeddings", false}, {"enable_moe_block", false},
       {"hidden_size_per_layer_input", 0}, {"target_model_type", "gemma3"}, {"target_text_model_type", "gemma3_text"},
       {"torch_dtype", "bfloat16"}};
+  if (arch.lookup_max_ngram > 0) {
+    if (arch.lookup_min_ngram < 1 || arch.lookup_min_ngram > arch.lookup_max_ngram || arch.lookup_max_ngram > 16)
+      return Status::error("drafter arch: lookup input n-grams must satisfy 1 <= min <= max <= 16");
+    j["dspark_lookup_input"] = {{"max_ngram", arch.lookup_max_ngram}, {"min_ngram", arch.lookup_min_ngram}};
+  }
   DraftParams p;
   p.config_json = j.dump(1);
   auto cfg = spec::parse_dspark_config(p.config_json, "drafter config");

@@ -40,6 +40,8 @@ struct DraftArch {
   int64_t markov_rank = 64;
   int64_t block_size = 7;
   int64_t intermediate = 0;  // 0 = the target's
+  int lookup_max_ngram = 0;  // > 0: prompt-lookup guesses as block inputs (config extension E6)
+  int lookup_min_ngram = 1;
 };
 
 // Initialisation choices that are not architecture (the defaults are the original DeepSpec-like

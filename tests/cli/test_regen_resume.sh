@@ -46,6 +46,9 @@ for s in 0 1 2; do
   cmp "$tmp/r/shard-0000$s.safetensors" "$tmp/rr/shard-0000$s.safetensors" ||
     { echo "FAIL: replayed shard $s differs from the decoded one"; exit 1; }
 done
+# A decode run continues a replayed folder (same settings): nothing left to do.
+"$bin" "${args[@]/$tmp\/r/$tmp/rr}" >"$tmp/cont.json" 2>/dev/null
+grep -q '"sequences_run":0' "$tmp/cont.json" || { echo "FAIL: decode did not accept the replayed shards"; cat "$tmp/cont.json"; exit 1; }
 # An altered ids file and one from other settings are refused, naming the file / field; nothing is written.
 python3 - "$tmp/ids.safetensors" "$tmp/bad.safetensors" <<'PY'
 import sys

@@ -8,6 +8,7 @@
 
 #include "core/f16.h"
 #include "core/rng.h"
+#include "spec/copy_head.h"
 #include "spec/drafter_dspark.h"
 #include "train/draft_net.h"
 #include "train/dataset.h"
@@ -40,7 +41,9 @@ struct Fixture {
   std::vector<std::vector<int32_t>> tokens;  // per sequence
 };
 
-std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t gamma, uint64_t seed) {
+// lookup > 0: a drafter with prompt-lookup block inputs (E6, n-grams up to `lookup`); the
+// sequences then repeat a short pattern so the lookup finds matches.
+std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t gamma, uint64_t seed, int lookup = 0) {
   auto f = std::make_unique<Fixture>();
   Rng rng(seed);
   f->table.resize(kV * kH);
@@ -49,7 +52,7 @@ std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t ga
   std::vector<int32_t> d2t;
   for (int32_t i = 0; i < kV; ++i)
     if (i % 5 != 3) d2t.push_back(i);  // 32 of 40 ids; ids 3, 8, ... are outside
-  DraftArch arch{{0, 2}, n_layers, rank, gamma, kI};
+  DraftArch arch{{0, 2}, n_layers, rank, gamma, kI, lookup, 1};
   auto p = init_draft_params(arch, kTargetLayers, kH, kHeads, kHd, kI, kV, 4, d2t, seed + 1);
   EXPECT_TRUE(p.is_ok()) << p.message();
   f->p = std::move(p.value());
@@ -72,6 +75,9 @@ std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t ga
     f->batch.seqs.push_back(std::move(seq));
     std::vector<int32_t> t((size_t)lens[s] + 1);
     for (auto& x : t) x = (int32_t)(rng.next() % kV);
+    if (lookup > 0)
+      for (size_t i = 4; i < t.size(); ++i)
+        if (i % 5 != 0) t[i] = t[i - 4];  // period 4 with a break every 5th token: matches and misses
     f->tokens.push_back(t);
   }
   f->ids.reserve(64);
@@ -81,6 +87,8 @@ std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t ga
     b.seq = s;
     b.anchor = a;
     const auto& t = f->tokens[s];
+    if (lookup > 0)
+      spec::lookup_chain(std::span<const int32_t>(t.data(), (size_t)a), t[a], (int)gamma, lookup, 1, 4, &b.inputs);
     for (int64_t k = 0; k < gamma; ++k) {
       b.prev.push_back(a + k < (int64_t)t.size() ? t[a + k] : 0);
       const bool valid = a + k + 1 < (int64_t)t.size();
@@ -156,8 +164,8 @@ TEST(DraftNetGrad, NoMarkov) { check_gradients(1, 0, 3); }
 // training-only reparameterisations are in use (per-column tap scales, a logit scale), so the export
 // folds them into fc and the final norm while the serving drafter reads the raw taps. Scales are
 // powers of two so the folded bf16 weights are exact.
-void check_matches_serving(bool folded) {
-  auto f = make_fixture(2, 4, 3, 77);
+void check_matches_serving(bool folded, int lookup = 0) {
+  auto f = make_fixture(2, 4, 3, 77, lookup);
   f->p.log_logit_scale.w[0] = 0.0f;
   for (Param* q : f->p.all())
     for (float& x : q->w) x = bf16_to_fp32(fp32_to_bf16(x));  // what the export stores
@@ -207,6 +215,28 @@ void check_matches_serving(bool folded) {
 
 TEST(DraftNet, MatchesServingForward) { check_matches_serving(false); }
 TEST(DraftNet, FoldedTapScaleAndLogitScaleMatchServing) { check_matches_serving(true); }
+TEST(DraftNet, LookupInputMatchesServing) { check_matches_serving(false, 2); }
+TEST(DraftNetGrad, LookupInput) {
+  // Gradients do not depend on where the input ids came from; this pins that the lookup blocks
+  // (some slots with guesses, some MASK) train like any other.
+  auto f = make_fixture(1, 4, 4, 23, 2);
+  int guessed = 0;
+  for (const TrainBlock& b : f->batch.blocks)
+    for (size_t k = 1; k < b.inputs.size(); ++k) guessed += b.inputs[k] != 4;
+  EXPECT_GT(guessed, 0);
+}
+
+TEST(LookupChain, ChainsGuessesThenMasks) {
+  // history 5 6 7 5 6, pending 7: guesses 5 6 7 ... (period 3); no match -> MASK from there on.
+  std::vector<int32_t> out;
+  spec::lookup_chain(std::vector<int32_t>{5, 6, 7, 5, 6}, 7, 5, 3, 1, 99, &out);
+  EXPECT_EQ(out, (std::vector<int32_t>{7, 5, 6, 7, 5}));
+  spec::lookup_chain(std::vector<int32_t>{1, 2, 3}, 9, 4, 3, 1, 99, &out);
+  EXPECT_EQ(out, (std::vector<int32_t>{9, 99, 99, 99}));
+  // min_ngram 2: a one-token match is not enough.
+  spec::lookup_chain(std::vector<int32_t>{4, 8, 1, 4}, 3, 3, 3, 2, 99, &out);
+  EXPECT_EQ(out, (std::vector<int32_t>{3, 99, 99}));
+}
 
 // The copy head inside the serving drafter: a repeating history is drafted by lookup alone (no
 // backbone), and a slot without a match is the drafter's own prediction.
