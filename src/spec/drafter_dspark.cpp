@@ -231,6 +231,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   for (int k = 0; k < n; ++k) {
     const CopyProposal cp = opt_.copy ? copy_.propose() : CopyProposal{};
     const float* h_k = hidden_.data() + (size_t)k * (size_t)H;
+    if (cp.token < 0 && opt_.copy_only) break;  // the copy head alone: no network slots
     if (cp.token < 0 && !backbone_ran_) {
       // Cost-aware: run the backbone only if the drafter's slots, as accepted so far, are
       // expected to pay for it (its cost is known from earlier rounds).

@@ -46,6 +46,7 @@ struct DSparkOptions {
   // Copy head (spec/copy_head.h): slots with a prompt-lookup match take the copied token; the
   // backbone runs only when a slot has none. Its online acceptance estimate is the slot's c_k.
   bool copy = false;
+  bool copy_only = false;  // with copy: never run the backbone (a slot without a match ends the draft)
   CopyHeadConfig copy_cfg;
 };
 

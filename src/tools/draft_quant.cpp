@@ -33,7 +33,8 @@ void add_dspark_mount_flags(Args& args, DSparkMountFlags* f) {
   args.add("--draft-quant", &f->quant, "dspark: auto (convert an unquantized drafter once to the recommended\n"
            "rung, cached beside it; docs/QUANT-FORMAT.md) or none (load it as given)");
   args.add("--draft-copy", &f->copy, "dspark copy head (prompt lookup in the sequential stage): auto (as the\n"
-           "drafter's config says), on, off");
+           "drafter's config says), on, off, or only (the copy head alone: the network never runs, a\n"
+           "slot without a lookup match ends the draft: the ablation arm for the network's part)");
 }
 
 Status check_dspark_mount_flags(const DSparkMountFlags& f) {

@@ -17,8 +17,8 @@ namespace dspark::tools {
 namespace fs = std::filesystem;
 
 Status check_draft_copy_mode(const std::string& mode) {
-  if (mode == "auto" || mode == "on" || mode == "off") return Status::ok();
-  return Status::error("--draft-copy must be auto, on or off, got '" + mode + "'");
+  if (mode == "auto" || mode == "on" || mode == "off" || mode == "only") return Status::ok();
+  return Status::error("--draft-copy must be auto, on, off or only, got '" + mode + "'");
 }
 
 Result<std::string> detect_draft_kind(const std::string& path) {
@@ -59,8 +59,8 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
   DrafterBundle b;
   b.kind = kind;
   b.gamma = opt.gamma;
-  if (kind != "dspark" && opt.copy == "on")
-    return Status::error("--draft-copy on needs a DSpark drafter (the copy head is part of its sequential stage)");
+  if (kind != "dspark" && (opt.copy == "on" || opt.copy == "only"))
+    return Status::error("--draft-copy " + opt.copy + " needs a DSpark drafter (the copy head is part of its sequential stage)");
   if (kind == "ngram") {
     if (!opt.path.empty()) std::fprintf(stderr, "warning: --draft-kind ngram ignores --draft-model\n");
     b.drafter = std::make_unique<spec::NgramDrafter>();
@@ -93,7 +93,8 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
     else if (opt.gamma > 0 && opt.gamma < block)
       dopt.gamma = opt.gamma;
     const spec::DSparkConfig& cfg = (*d)->model().config();
-    dopt.copy = opt.copy == "on" || (opt.copy == "auto" && cfg.copy_head);
+    dopt.copy = opt.copy == "on" || opt.copy == "only" || (opt.copy == "auto" && cfg.copy_head);
+    dopt.copy_only = opt.copy == "only";
     dopt.copy_cfg.max_ngram = cfg.copy_max_ngram;
     dopt.copy_cfg.min_ngram = cfg.copy_min_ngram;
     dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;

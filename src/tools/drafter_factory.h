@@ -41,7 +41,7 @@ struct DrafterBundle {
   std::unique_ptr<spec::Drafter> drafter;
 };
 
-// --draft-copy: auto, on or off.
+// --draft-copy: auto, on, off or only (copy head alone).
 Status check_draft_copy_mode(const std::string& mode);
 
 // Detects "dspark" / "draft-model" from a path; error if neither.
