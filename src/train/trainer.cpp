@@ -111,7 +111,10 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Gemma3M
     nlohmann::json extra = {{"dspark_training", {{"steps", step_done}, {"command", o.command},
                                                   {"draft_vocab_coverage", coverage}}}};
     DSPARK_RETURN_IF_ERROR(export_checkpoint(p, drafter_dir, extra.dump()));
-    nlohmann::json rec = {{"event", "checkpoint"}, {"step", step_done}};
+    // Nominal training data seen: every step draws batch_seqs x anchors blocks of γ slots (fewer when
+    // a sequence has fewer anchor positions).
+    nlohmann::json rec = {{"event", "checkpoint"}, {"step", step_done},
+                          {"blocks_seen", step_done * o.batch_seqs * o.anchors}};
     if (o.eval_seqs > 0 && !ds.heldout().empty()) {
       auto ev = heldout_eval(drafter_dir, target, ds, o.eval_seqs, 0, 0.0f, true, pool);
       if (!ev) return ev.status();

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Reproduces the shipped DSpark drafter for gemma3-270m end to end, resumably:
+#   1. regen: the target's answers to the training prompts. The token ids of the answers used for the
+#      shipped drafter are committed (data/regen-ids/); they are replayed first (teacher-forced
+#      forwards give byte-identical shards); REGEN_MORE=1 then decodes the prompts the ids do not
+#      cover (hours; stop any time, rerun to continue).
+#   2. train-drafter with the shipped recipe (fixed setup, lookup input), --resume.
+#   3. quantize-drafter with the shipped knapsack recipe.
+# Every step prints progress and an ETA and picks up where a stopped run left off.
+#
+# Usage: scripts/train_default_drafter.sh PROMPTS.jsonl [WORK_DIR]
+#   PROMPTS.jsonl  the training prompts (one {"turns": ["..."]} per line; the shipped drafter used
+#                  the 19,778-prompt training set described in data/regen-ids/README.md)
+#   WORK_DIR       default work/default-drafter (ignored by git)
+# Environment: REGEN_MORE=1 (decode beyond the committed ids), STEPS (default 1200), THREADS (default:
+# all cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prompts="${1:?usage: scripts/train_default_drafter.sh PROMPTS.jsonl [WORK_DIR]}"
+work="${2:-work/default-drafter}"
+[ -f "$prompts" ] || { echo "train_default_drafter: $prompts: no such file" >&2; exit 2; }
+bin=build/release/dspark
+if [ ! -x "$bin" ]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j "$(nproc)" --target dspark
+fi
+threads="${THREADS:-$(nproc)}"
+mkdir -p "$work"
+"$bin" get gemma3-270m
+
+# The regen settings of the shipped data (a resumed or replayed run must repeat them exactly).
+regen=(regen -m gemma3-270m --prompts "$prompts" --taps 1,4,7,10,13,16 --top-k 32 --max-new 192 --batch 32
+       --sampled-share 0.2 --temp 0.7 --seed 1 --threads "$threads" --out "$work/regen")
+
+ids_xz=data/regen-ids/gemma3-270m-v2.ids.safetensors.xz
+if [ -f "$ids_xz" ] && [ ! -f "$work/ids.done" ]; then
+  echo "== 1a. replaying the committed token ids ($ids_xz)"
+  want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256_uncompressed"])' data/regen-ids/manifest.json)
+  xz -dc "$ids_xz" >"$work/ids.safetensors"
+  have=$(sha256sum "$work/ids.safetensors" | cut -d' ' -f1)
+  [ "$have" = "$want" ] || { echo "train_default_drafter: $ids_xz: sha256 $have, manifest says $want" >&2; exit 2; }
+  "$bin" "${regen[@]}" --from-ids "$work/ids.safetensors"
+  touch "$work/ids.done"
+fi
+if [ -n "${REGEN_MORE:-}" ] || [ ! -f "$ids_xz" ]; then
+  echo "== 1b. decoding the prompts the ids do not cover (stop any time; rerun to continue)"
+  "$bin" "${regen[@]}"
+fi
+
+echo "== 2. training (resumable)"
+"$bin" train-drafter -m gemma3-270m --data "$work/regen" --out "$work/train" --taps 1,4,7,10,13,16 --layers 1 \
+  --markov-rank 64 --draft-vocab 8192 --lookup-input 3 --steps "${STEPS:-1200}" --lr 1e-3 --batch-seqs 8 \
+  --anchors 32 --ckpt-every 200 --eval-seqs 24 --threads "$threads" --resume
+
+echo "== 3. quantizing (knapsack recipe of the shipped drafter)"
+out="$work/drafter-mix4.5"
+if [ ! -d "$out" ]; then
+  "$bin" quantize-drafter "$work/train/drafter" -m gemma3-270m --recipe drafters/recipes/gemma3-270m-mix-4.5.json --out "$out"
+fi
+echo "done: $out (compare with drafters/gemma3-270m: dspark ab --a draft-model=drafters/gemma3-270m --b draft-model=$out)"
