@@ -5,20 +5,29 @@ Usage: plot_training.py OUT.png NAME=DIR/train_log.jsonl [NAME=...]
 
 Left: the first run's held-out acceptance by draft position (serving drafter, T = 0, the rounds that
 accepted positions 1..i over the rounds that drafted position i) at each checkpoint. Right: every
-run's held-out slot-1 acceptance and tau. x: anchor blocks seen (step x batch_seqs x anchors; logs
-without `blocks_seen` use the step). Exit codes: 0 written, 2 bad input, 3 matplotlib missing.
+run's held-out slot-1 acceptance and tau. x: anchor blocks seen (step x batch_seqs x anchors, from
+the log's `blocks_seen` or its start record's command). Exit codes: 0 written, 2 bad input, 3 matplotlib missing.
 """
 import json
 import sys
 
 
+def flag(command, name, default):
+    parts = command.split()
+    return int(parts[parts.index(name) + 1]) if name in parts[:-1] else default
+
+
 def read_log(path):
     pts = []
+    per_step = 8 * 16  # train-drafter's defaults; the start record's command says otherwise
     with open(path) as f:
         for line in f:
             j = json.loads(line)
+            if j.get("event") == "start":
+                per_step = flag(j.get("command", ""), "--batch-seqs", 8) * flag(j.get("command", ""), "--anchors", 16)
             if j.get("event") == "checkpoint" and "heldout" in j:
-                pts.append((j.get("blocks_seen", j["step"]), j["heldout"]["accept_by_pos"], j["heldout"]["tau"]))
+                seen = j.get("blocks_seen", j["step"] * per_step)
+                pts.append((seen, j["heldout"]["accept_by_pos"], j["heldout"]["tau"]))
     return pts
 
 
