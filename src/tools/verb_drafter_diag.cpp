@@ -18,8 +18,14 @@ namespace dspark::tools {
 namespace {
 
 nlohmann::json stats_json(const train::SlotStats& s) {
-  return {{"top1_by_pos", s.top1}, {"cstar_by_pos", s.cstar}, {"draft_entropy_by_pos", s.draft_entropy},
-          {"target_entropy_by_pos", s.target_entropy}, {"slots_by_pos", s.count}, {"loss", s.loss}};
+  nlohmann::json j = {{"top1_by_pos", s.top1}, {"cstar_by_pos", s.cstar}, {"draft_entropy_by_pos", s.draft_entropy},
+                      {"target_entropy_by_pos", s.target_entropy}, {"slots_by_pos", s.count}, {"loss", s.loss}};
+  if (!s.top1_guessed.empty()) {
+    j["top1_lookup_guessed_by_pos"] = s.top1_guessed;
+    j["top1_lookup_unguessed_by_pos"] = s.top1_unguessed;
+    j["slots_lookup_guessed_by_pos"] = s.count_guessed;
+  }
+  return j;
 }
 
 void print_row(const char* split, const char* what, const std::vector<double>& v) {
@@ -105,6 +111,10 @@ int verb_drafter_diag(int argc, char** argv) {
   for (const auto& [name, s] : rows) {
     print_row(name.c_str(), "top-1", s.top1);
     print_row(name.c_str(), "c* (T=1 acceptance)", s.cstar);
+    if (!s.top1_guessed.empty()) {
+      print_row(name.c_str(), "top-1, lookup guessed", s.top1_guessed);
+      print_row(name.c_str(), "top-1, no guess (MASK)", s.top1_unguessed);
+    }
   }
   print_row("heldout", "draft entropy (nats)", rows[0].second.draft_entropy);
   print_row("heldout", "target entropy (top-k)", rows[0].second.target_entropy);

@@ -40,12 +40,26 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
   s.count.assign((size_t)g, 0);
   s.loss = lt.loss;
   const std::vector<float>& logits = net.logits();
+  const bool lookup = p.cfg.lookup_max_ngram > 0;
+  if (lookup) {
+    s.top1_guessed.assign((size_t)g, 0.0);
+    s.top1_unguessed.assign((size_t)g, 0.0);
+    s.count_guessed.assign((size_t)g, 0);
+    s.count_unguessed.assign((size_t)g, 0);
+  }
   for (size_t bi = 0; bi < batch.blocks.size(); ++bi) {
     const TrainBlock& blk = batch.blocks[bi];
     for (int64_t k = 0; k < g; ++k) {
       if (blk.label[(size_t)k] < 0) continue;
       const float* l = &logits[(bi * (size_t)g + (size_t)k) * (size_t)vd];
       const float mx = *std::max_element(l, l + vd);
+      if (lookup) {
+        const bool guessed = k + 1 < g && !blk.inputs.empty() && blk.inputs[(size_t)k + 1] != p.cfg.mask_token_id;
+        const int64_t best = std::max_element(l, l + vd) - l;
+        const double hit = p.t2d[(size_t)blk.label[(size_t)k]] == best ? 1.0 : 0.0;
+        (guessed ? s.top1_guessed : s.top1_unguessed)[(size_t)k] += hit;
+        ++(guessed ? s.count_guessed : s.count_unguessed)[(size_t)k];
+      }
       double z = 0, zl = 0;
       for (int64_t v = 0; v < vd; ++v) {
         const double e = std::exp((double)l[v] - mx);
@@ -67,6 +81,10 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
     s.top1[(size_t)k] = lt.count[(size_t)k] ? lt.top1_sum[(size_t)k] / (double)lt.count[(size_t)k] : 0.0;
     s.cstar[(size_t)k] = lt.count[(size_t)k] ? lt.accept_sum[(size_t)k] / (double)lt.count[(size_t)k] : 0.0;
     s.draft_entropy[(size_t)k] /= n;
+    if (lookup) {
+      s.top1_guessed[(size_t)k] /= (double)std::max<int64_t>(1, s.count_guessed[(size_t)k]);
+      s.top1_unguessed[(size_t)k] /= (double)std::max<int64_t>(1, s.count_unguessed[(size_t)k]);
+    }
     s.target_entropy[(size_t)k] /= n;
   }
   return s;

@@ -24,6 +24,10 @@ struct SlotStats {
   std::vector<double> draft_entropy;   // [γ] nats, full draft distribution
   std::vector<double> target_entropy;  // [γ] nats, over the recorded top-k (a lower bound)
   std::vector<int64_t> count;          // [γ] valid slots
+  // Lookup-input drafters: top-1 split by whether the lookup had a guess for the slot's label
+  // (slot k + 1's input is not MASK); empty for drafters without lookup input.
+  std::vector<double> top1_guessed, top1_unguessed;
+  std::vector<int64_t> count_guessed, count_unguessed;
   double loss = 0;
 };
 
