@@ -12,6 +12,7 @@ Usage: python bench/bench_serve.py --binary build/release/dspark --model MODEL.g
        [--max-tokens 64] [--parallel 4] [--threads 2] [--json OUT.json]
 Needs nothing beyond the standard library. Prints markdown tables.
 """
+import os
 import argparse
 import http.client
 import json
@@ -91,7 +92,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", required=True)
     ap.add_argument("--model", required=True)
-    ap.add_argument("--prompts", default="/work/shared/data/spec_bench_dev.jsonl")
+    ap.add_argument("--prompts", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "spec_bench_dev.jsonl"))
     ap.add_argument("--rounds", type=int, default=6, help="rounds per (concurrency, arm)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--parallel", type=int, default=4)

@@ -33,7 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
-DATA = "/work/shared/data/spec_bench_dev.jsonl"
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "spec_bench_dev.jsonl")
 
 
 def log(msg: str) -> None:

@@ -8,7 +8,7 @@ of proposals that were right (slot 0's conditional acceptance at that temperatur
 sequences' sampling temperature. The JSON is what `dspark_copy_head.prior_acceptance` takes
 (docs/DSPARK-CHECKPOINT.md E5), e.g.:
 
-  python scripts/calibrate_copy_head.py /work/cache/regen/v1 --drafter-slot0 0.20 > priors.json
+  python scripts/calibrate_copy_head.py regen/v1 --drafter-slot0 0.20 > priors.json
 
 Refuses shards whose manifest names the evaluation prompts (the regen command already does).
 """

@@ -1,6 +1,6 @@
 """Independent NumPy reference of the DeepSpec `Gemma4DSparkModel` drafter forward.
 
-Written from /work/shared/docs/DSPARK.md (sections 1.3, 1.4, 2, 3 and the pitfalls of section 7),
+Written from the DeepSpec DSpark method description (the forward math of docs/DSPARK-ENGINE.md and the format of docs/DSPARK-CHECKPOINT.md),
 not from the C++ engine. It reads a checkpoint directory (config.json + model.safetensors, parsed
 here by hand) and runs the drafter the way a request does (DSPARK.md 3.6):
 

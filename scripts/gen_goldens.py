@@ -35,7 +35,7 @@ import llama_ref  # noqa: E402
 from llama_ref import LlamaRef, chat_text, sha256_file  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_DATA = "/work/shared/data/spec_bench_dev.jsonl"
+DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "spec_bench_dev.jsonl")
 
 TF_MAGIC = b"DSTF"
 TF_VERSION = 1

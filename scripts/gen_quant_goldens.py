@@ -11,7 +11,7 @@ rint = numpy.rint (round half to even, as std::rint on the CPU). Codes are packe
 little-endian LSB-first bit stream per row (numpy.packbits bitorder="little") and viewed as uint32.
 
 Writes tests/goldens/quant/affine_golden.safetensors and tests/goldens/quant/PROVENANCE.md.
-Usage: /work/venv/bin/python scripts/gen_quant_goldens.py
+Usage: venv/bin/python scripts/gen_quant_goldens.py
 """
 from __future__ import annotations
 

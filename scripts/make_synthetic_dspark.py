@@ -6,7 +6,7 @@ target_embed.json/.bin (the target's raw [V, H] f32 table, for variants that tak
 lm_head from the target), and golden.json/golden.bin produced by scripts/dspark_ref.py (float64).
 Formats: tests/goldens/dspark_synth/README.md and docs/DSPARK-CHECKPOINT.md.
 
-Deterministic: fixed seeds, no time stamps. Usage: /work/venv/bin/python scripts/make_synthetic_dspark.py
+Deterministic: fixed seeds, no time stamps. Usage: venv/bin/python scripts/make_synthetic_dspark.py
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 // Quantization methods and per-tensor settings for drafter weights (docs/QUANT-FORMAT.md,
-// /work/shared/docs/QUANT.md §1-2).
+// covering the MLX affine and TurboQuant formats).
 //
 // A quantized matrix W [n_rows, n_cols] is cut into groups of `group_size` consecutive elements
 // along the last (input) axis. Affine (MLX): codes + bf16 scale + bf16 bias per group. Turbo: the

@@ -10,12 +10,13 @@
 #include "tools/ab_report.h"
 #include "tools/loaded_model.h"
 #include "tools/prompts.h"
+#include "tools/registry.h"
 
 namespace dspark::tools {
 
 struct AbOptions {
   std::vector<ArmSpec> arms;            // arm 0 = baseline A
-  std::string prompts = kDefaultPromptFile;
+  std::string prompts = default_prompt_file();  // data/spec_bench_dev.jsonl (Spec-Bench dev)
   int64_t n_prompts = 0;                // 0 = every prompt in the file
   bool json = false;                    // stdout: one JSON object instead of markdown
   std::string markdown_path;            // also write the markdown here

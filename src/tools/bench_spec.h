@@ -7,11 +7,12 @@
 
 #include "tools/drafter_factory.h"
 #include "tools/prompts.h"
+#include "tools/registry.h"
 
 namespace dspark::tools {
 
 struct BenchSpecOptions {
-  std::string prompts = kDefaultPromptFile;
+  std::string prompts = default_prompt_file();  // data/spec_bench_dev.jsonl (Spec-Bench dev)
   int64_t n_prompts = 26;      // sampled round-robin over categories
   int64_t n_gen = 128;
   bool chat = true;

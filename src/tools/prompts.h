@@ -12,8 +12,6 @@
 
 namespace dspark::tools {
 
-// The Spec-Bench development split (240 questions, 13 categories).
-inline constexpr const char* kDefaultPromptFile = "/work/shared/data/spec_bench_dev.jsonl";
 
 struct Prompt {
   std::string category;  // "all" when the line has none

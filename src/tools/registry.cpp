@@ -46,23 +46,30 @@ Result<std::string> resolve_model_path(const std::string& spec, const std::strin
   return spec;
 }
 
-std::string find_in_drafters(const std::string& relative) {
+std::string find_shipped(const std::string& folder, const std::string& relative) {
   namespace fs = std::filesystem;
   std::vector<fs::path> roots;
   char exe[4096];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
     const fs::path dir = fs::path(std::string(exe, (size_t)n)).parent_path();
-    roots.push_back(dir / ".." / ".." / "drafters");
-    roots.push_back(dir / ".." / "share" / "dspark" / "drafters");
+    roots.push_back(dir / ".." / ".." / folder);
+    roots.push_back(dir / ".." / "share" / "dspark" / folder);
   }
 #ifdef DSPARK_SOURCE_DIR
-  roots.push_back(fs::path(DSPARK_SOURCE_DIR) / "drafters");
+  roots.push_back(fs::path(DSPARK_SOURCE_DIR) / folder);
 #endif
   std::error_code ec;
   for (const fs::path& r : roots)
     if (fs::exists(r / relative, ec)) return fs::weakly_canonical(r / relative, ec).string();
   return "";
+}
+
+std::string find_in_drafters(const std::string& relative) { return find_shipped("drafters", relative); }
+
+std::string default_prompt_file() {
+  const std::string p = find_shipped("data", "spec_bench_dev.jsonl");
+  return p.empty() ? "data/spec_bench_dev.jsonl" : p;
 }
 
 std::string default_drafter_dir(const std::string& model_path) {

@@ -38,5 +38,12 @@ std::string default_drafter_dir(const std::string& model_path);
 // The first existing <root>/<relative> over the drafters roots above (build tree, install, source
 // tree), canonical; "" if none.
 std::string find_in_drafters(const std::string& relative);
+// `relative` under a shipped folder (drafters, data): beside the build tree (build/<preset>/dspark ->
+// <repo>/<folder>), under an install prefix (<prefix>/bin/dspark -> <prefix>/share/dspark/<folder>),
+// then the source tree the binary was built from; "" if none has it.
+std::string find_shipped(const std::string& folder, const std::string& relative);
+// The evaluation prompts the benchmarking verbs default to: data/spec_bench_dev.jsonl, found as
+// find_shipped does (the bare relative path when no root has it, so the error names it).
+std::string default_prompt_file();
 
 }  // namespace dspark::tools

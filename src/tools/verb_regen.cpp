@@ -16,6 +16,7 @@
 #include "tools/args.h"
 #include "tools/loaded_model.h"
 #include "tools/progress.h"
+#include "tools/registry.h"
 #include "tools/verbs.h"
 #include "train/prompts.h"
 #include "train/regen.h"
@@ -67,7 +68,7 @@ int verb_regen(int argc, char** argv) {
             "DIR/shard-NNNNN.safetensors (tokens, tapped residual rows as bf16, target top-k next-token\n"
             "distributions) and DIR/manifest.json. Kill it any time: a rerun with the same flags verifies\n"
             "finished shards and continues. Refuses prompts that repeat an evaluation prompt\n"
-            "(--eval-prompts, default: spec_bench_dev.jsonl beside the training file).");
+            "(--eval-prompts, default: spec_bench_dev.jsonl beside the training file, else data/spec_bench_dev.jsonl).");
   args.add("--model,-m", &model_spec, "registry name or GGUF path");
   args.add("--cache-dir", &cache, "model cache folder");
   args.add("--prompts", &prompts_path, "training prompts JSONL (required)");
@@ -135,6 +136,7 @@ int verb_regen(int argc, char** argv) {
   if (eval_path.empty()) {
     const fs::path guess = fs::path(prompts_path).parent_path() / "spec_bench_dev.jsonl";
     if (fs::exists(guess)) eval_path = guess.string();
+    else if (fs::exists(default_prompt_file())) eval_path = default_prompt_file();
   }
   if (!eval_path.empty()) {
     auto eval = train::read_prompt_file(eval_path);
