@@ -93,31 +93,38 @@ Result<std::vector<int>> Dataset::tap_columns(const std::vector<int>& taps) cons
   return cols;
 }
 
-std::vector<float> Dataset::tap_inv_rms(const std::vector<int>& tap_cols, int64_t n_seqs, uint64_t seed) const {
+TapColumnStats Dataset::tap_column_stats(const std::vector<int>& tap_cols, int64_t n_seqs, uint64_t seed) const {
   const int64_t H = layout().n_embd, w_in = layout().row_width(), m = (int64_t)tap_cols.size();
   std::vector<double> ss((size_t)(m * H), 0.0);
-  int64_t rows = 0;
+  TapColumnStats st;
+  st.abs_max.assign((size_t)(m * H), 0.0f);
   Rng rng(seed ^ 0x7A95C0DEull);
   const int64_t n = std::min<int64_t>(n_seqs, (int64_t)train_.size());
   for (int64_t s = 0; s < n; ++s) {
     const SeqRef ref = n == (int64_t)train_.size() ? train_[(size_t)s] : train_[(size_t)(rng.next() % train_.size())];
     const Shard& sh = shards_[ref.shard];
     const uint16_t* taps = sh.taps(ref.seq);
-    for (int64_t i = 0; i + 1 < sh.seq_len(ref.seq); ++i, ++rows)  // the last row is zero (never run)
+    for (int64_t i = 0; i + 1 < sh.seq_len(ref.seq); ++i, ++st.rows)  // the last row is zero (never run)
       for (int64_t t = 0; t < m; ++t) {
         const uint16_t* src = taps + i * w_in + tap_cols[(size_t)t] * H;
-        double* dst = &ss[(size_t)(t * H)];
         for (int64_t e = 0; e < H; ++e) {
           const double v = bf16_to_fp32(src[e]);
-          dst[e] += v * v;
+          ss[(size_t)(t * H + e)] += v * v;
+          float& mx = st.abs_max[(size_t)(t * H + e)];
+          mx = std::max(mx, (float)std::fabs(v));
         }
       }
   }
-  std::vector<float> inv(ss.size(), 1.0f);
-  for (size_t j = 0; j < ss.size(); ++j) {
-    const double rms = rows ? std::sqrt(ss[j] / (double)rows) : 0.0;
-    inv[j] = rms > 1e-6 ? (float)(1.0 / rms) : 1.0f;
-  }
+  st.rms.resize(ss.size());
+  for (size_t j = 0; j < ss.size(); ++j) st.rms[j] = st.rows ? std::sqrt(ss[j] / (double)st.rows) : 0.0;
+  return st;
+}
+
+std::vector<float> Dataset::tap_inv_rms(const std::vector<int>& tap_cols, int64_t n_seqs, uint64_t seed) const {
+  const TapColumnStats st = tap_column_stats(tap_cols, n_seqs, seed);
+  std::vector<float> inv(st.rms.size(), 1.0f);
+  for (size_t j = 0; j < inv.size(); ++j)
+    if (st.rms[j] > 1e-6) inv[j] = (float)(1.0 / st.rms[j]);
   return inv;
 }
 

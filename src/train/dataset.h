@@ -27,6 +27,12 @@ struct BlockInputs {
 };
 BlockInputs block_inputs_of(const spec::DSparkConfig& c);
 
+struct TapColumnStats {
+  std::vector<double> rms;      // [m * H]
+  std::vector<float> abs_max;   // [m * H]
+  int64_t rows = 0;
+};
+
 class Dataset {
  public:
   // Opens every shard-*.safetensors under each directory (checksums verified; a bad shard is an
@@ -46,6 +52,10 @@ class Dataset {
   // Columns of the shard tap rows for the drafter's taps (each must be a recorded tap).
   Result<std::vector<int>> tap_columns(const std::vector<int>& taps) const;
 
+  // Per-column RMS and largest |value| of the tap rows (the drafter's taps, concatenated: [m * H]) over
+  // every position of up to n_seqs training sequences (all of them, in order, when n_seqs covers the
+  // split; else drawn with `seed`).
+  TapColumnStats tap_column_stats(const std::vector<int>& tap_cols, int64_t n_seqs, uint64_t seed) const;
   // Per-column inverse RMS of the tap rows (the drafter's taps, concatenated: [m * H]) over every
   // position of up to n_seqs training sequences drawn with `seed` (the tap normalisation).
   std::vector<float> tap_inv_rms(const std::vector<int>& tap_cols, int64_t n_seqs, uint64_t seed) const;

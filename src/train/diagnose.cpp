@@ -92,37 +92,20 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
 
 std::vector<TapRmsRow> tap_rms_table(const Dataset& ds, const std::vector<int>& taps, const std::vector<int>& cols,
                                      int64_t n_seqs) {
-  const int64_t H = ds.layout().n_embd, w_in = ds.layout().row_width(), m = (int64_t)cols.size();
-  std::vector<double> ss((size_t)(m * H), 0.0), amax((size_t)m, 0.0);
-  int64_t rows = 0;
-  const int64_t n = std::min<int64_t>(n_seqs, (int64_t)ds.train().size());
-  for (int64_t s = 0; s < n; ++s) {
-    const SeqRef ref = ds.train()[(size_t)s];
-    const Shard& sh = ds.shard(ref.shard);
-    const uint16_t* t = sh.taps(ref.seq);
-    for (int64_t i = 0; i + 1 < sh.seq_len(ref.seq); ++i, ++rows)
-      for (int64_t c = 0; c < m; ++c)
-        for (int64_t e = 0; e < H; ++e) {
-          const double v = bf16_to_fp32(t[i * w_in + cols[(size_t)c] * H + e]);
-          ss[(size_t)(c * H + e)] += v * v;
-          amax[(size_t)c] = std::max(amax[(size_t)c], std::fabs(v));
-        }
-  }
+  const int64_t H = ds.layout().n_embd;
+  const TapColumnStats st = ds.tap_column_stats(cols, n_seqs, /*seed=*/1);
   std::vector<TapRmsRow> out;
-  for (int64_t c = 0; c < m; ++c) {
-    std::vector<double> d((size_t)H);
-    double tot = 0;
-    for (int64_t e = 0; e < H; ++e) {
-      d[(size_t)e] = std::sqrt(ss[(size_t)(c * H + e)] / (double)std::max<int64_t>(rows, 1));
-      tot += ss[(size_t)(c * H + e)];
-    }
+  for (size_t c = 0; c < cols.size(); ++c) {
+    std::vector<double> d(st.rms.begin() + (ptrdiff_t)(c * H), st.rms.begin() + (ptrdiff_t)((c + 1) * H));
     TapRmsRow r;
-    r.tap = taps[(size_t)c];
-    r.rms = std::sqrt(tot / (double)std::max<int64_t>(rows * H, 1));
+    r.tap = taps[c];
+    double tot = 0;
+    for (double x : d) tot += x * x;
+    r.rms = std::sqrt(tot / (double)H);
+    r.abs_max = *std::max_element(st.abs_max.begin() + (ptrdiff_t)(c * H), st.abs_max.begin() + (ptrdiff_t)((c + 1) * H));
     std::sort(d.begin(), d.end());
     r.dim_rms_max = d.back();
     r.dim_rms_median = d[(size_t)H / 2];
-    r.abs_max = amax[(size_t)c];
     out.push_back(r);
   }
   return out;

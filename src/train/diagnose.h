@@ -36,8 +36,8 @@ struct SlotStats {
 // cut or zero-padded to its own length; seeds nothing, deterministic).
 SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch batch, TapAblation ab);
 
-// Per-tap RMS table over the data: per tap, the RMS over all dimensions, the largest and the
-// median per-dimension RMS, and the largest |value| seen.
+// Per-tap RMS table over the data (Dataset::tap_column_stats): per tap, the RMS over all dimensions,
+// the largest and the median per-dimension RMS, and the largest |value| seen.
 struct TapRmsRow {
   int tap = 0;
   double rms = 0, dim_rms_max = 0, dim_rms_median = 0, abs_max = 0;
