@@ -36,7 +36,7 @@ Result<GenerateResult> generate(const model::Gemma3Model& model, model::Session&
   session.kv().clear();
   GenerateResult res;
   res.prompt_tokens = (int64_t)prompt.size();
-  sample::Sampler sampler(params.sampler);
+  sample::Sampler sampler(params.sampler, session.pool());
   tokenizer::StreamDecoder decoder(tok);
   StopMatcher stops(params.stop);
   auto emit = [&](const std::string& text) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/threadpool.h"
 
@@ -41,12 +42,23 @@ void add_inplace(float* y, const float* x, int64_t n);
 
 // Index of the largest value (first on ties).
 int64_t argmax(const float* x, int64_t n);
+// Largest value of x [n] f32 (n >= 1).
+float max_value(const float* x, int64_t n);
+
+// Appends to ids, in increasing order, every i < n with x[i] >= t; returns how many it appended.
+// x [n] f32. Vectorised block test (16 at a time), scalar only inside blocks that hold a hit.
+// Scalar oracle: collect_ge_ref.
+int64_t collect_ge(const float* x, int64_t n, float t, std::vector<int32_t>& ids);
+int64_t collect_ge_ref(const float* x, int64_t n, float t, std::vector<int32_t>& ids);
 
 // out[i] = exp((x[i] - shift) * scale) for i < n; returns the sum (double). Vectorized through
 // glibc's libmvec (ops_fastmath.cpp, -ffast-math: within a few ulp of std::exp; inputs must be
 // finite). Used for softmax normalizers over the 262k vocabulary. Scalar oracle: exp_shift_sum_ref.
-double exp_shift_sum(const float* x, int64_t n, float shift, float scale, float* out);
-double exp_shift_sum_ref(const float* x, int64_t n, float shift, float scale, float* out);
+// chunk_sums (optional, [ceil(n / kExpChunk)] f32): the sum of out over each kExpChunk-entry chunk,
+// so a caller can find the chunk holding a cumulative mass without rereading out.
+inline constexpr int64_t kExpChunk = 1024;
+double exp_shift_sum(const float* x, int64_t n, float shift, float scale, float* out, float* chunk_sums = nullptr);
+double exp_shift_sum_ref(const float* x, int64_t n, float shift, float scale, float* out, float* chunk_sums = nullptr);
 
 // f16 storage helpers (IEEE half) for the KV cache.
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);

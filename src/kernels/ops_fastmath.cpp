@@ -6,9 +6,13 @@
 
 namespace dspark::kernels {
 
-double exp_shift_sum(const float* x, int64_t n, float shift, float scale, float* out) {
+// AVX2 and baseline clones: the AVX2 one calls libmvec's 8-wide expf.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+double exp_shift_sum(const float* x, int64_t n, float shift, float scale, float* out, float* chunk_sums) {
   double total = 0;
-  constexpr int64_t kChunk = 1024;  // f32 partial sums over short chunks, summed in double
+  constexpr int64_t kChunk = kExpChunk;  // f32 partial sums over short chunks, summed in double
   for (int64_t c = 0; c < n; c += kChunk) {
     const int64_t e = c + kChunk < n ? c + kChunk : n;
     float part = 0;
@@ -18,6 +22,7 @@ double exp_shift_sum(const float* x, int64_t n, float shift, float scale, float*
       out[i] = v;
       part += v;
     }
+    if (chunk_sums) chunk_sums[c / kChunk] = part;
     total += part;
   }
   return total;

@@ -82,6 +82,8 @@ class Session {
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
   int64_t n_past() const { return kv_.length(); }
+  // The pool this session's forwards run on (for per-row work on its logits, e.g. sampling).
+  ThreadPool* pool() const { return scratch_.pool; }
 
   // [n_out, n_vocab] f32 from the last forward: n_out = 1 (kLast) or n_tokens (kAll).
   const float* logits() const { return logits_.data(); }

@@ -6,7 +6,7 @@ namespace dspark::spec {
 
 ModelDrafter::ModelDrafter(const model::Gemma3Model& model, const model::SessionOptions& opt, ThreadPool* pool,
                            const sample::SamplerConfig& sampler)
-    : model_(model), session_(model, opt, pool), sampler_(sampler) {}
+    : model_(model), session_(model, opt, pool), sampler_(sampler, pool) {}
 
 Status ModelDrafter::begin(std::span<const int32_t> prompt, const TapRows&) {
   history_.assign(prompt.begin(), prompt.end());
@@ -38,11 +38,13 @@ Status ModelDrafter::draft(const DraftRequest& req, DraftResult* out) {
   for (int i = 0; i < n; ++i) {
     DSPARK_RETURN_IF_ERROR(model_.forward(session_, std::span<const int32_t>(&tok, 1), {model::LogitsMode::kLast, {}}));
     if (req.temperature > 0) {
-      const auto& dist = sampler_.distribution(session_.logits(), n_vocab);
+      // q is a full list here (V entries at temperature only): a two-model drafter's cost.
+      const sample::RowDist& row = sampler_.row(session_.logits(), n_vocab);
+      row.to_list(&list_);
       SparseDist q;
-      q.reserve(dist.size());
-      for (const auto& tp : dist) q.emplace_back(tp.id, tp.p);
-      tok = sample::draw(dist, *req.rng);
+      q.reserve(list_.size());
+      for (const auto& tp : list_) q.emplace_back(tp.id, tp.p);
+      tok = row.draw(*req.rng);
       out->q.push_back(std::move(q));
     } else {
       tok = (int32_t)std::distance(session_.logits(),

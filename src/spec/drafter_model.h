@@ -27,6 +27,7 @@ class ModelDrafter : public Drafter {
   const model::Gemma3Model& model_;
   model::Session session_;
   sample::Sampler sampler_;
+  std::vector<sample::TokenProb> list_;  // scratch: the draft distribution as a list
   std::vector<int32_t> history_;  // committed tokens [0, P)
   int64_t kv_valid_ = 0;          // leading KV positions known to match history_
 };

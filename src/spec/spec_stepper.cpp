@@ -35,7 +35,7 @@ SpecStepper::SpecStepper(const model::Gemma3Model& model, model::Session& sessio
                          SeqHistory* history, generate::TextCallback on_text, const StepperOptions& opt)
     : model_(model), session_(session), tok_(tok), prompt_(prompt.begin(), prompt.end()), params_(params),
       drafter_(drafter), hist_(history ? history : &own_history_), on_text_(std::move(on_text)), opt_(opt),
-      sampler_(params.gen.sampler), decoder_(tok), stops_(params.gen.stop) {}
+      sampler_(params.gen.sampler, session.pool()), decoder_(tok), stops_(params.gen.stop) {}
 
 Result<std::unique_ptr<SpecStepper>> SpecStepper::create(const model::Gemma3Model& model, model::Session& session,
                                                          const tokenizer::SpmTokenizer& tok,
@@ -238,12 +238,12 @@ Status SpecStepper::accept_phase() {
       argmax_rows_[i] = (int32_t)kernels::argmax(session_.logits() + (size_t)i * n_vocab, n_vocab);
     acc = accept_greedy(argmax_rows_, draft_.tokens);
   } else {
-    p_rows_.resize(d + 1);
-    for (int i = 0; i <= d; ++i) p_rows_[i] = sampler_.distribution(session_.logits() + (size_t)i * n_vocab, n_vocab);
     if ((int)draft_.q.size() != d)
       return Status::error(drafter_->kind() + " drafter gave no draft distribution at temperature > 0");
-    acc = accept_rejection(std::span(p_rows_.data(), d + 1), draft_.tokens, std::span(draft_.q.data(), d),
-                           sampler_.rng());
+    const float* logits = session_.logits();
+    acc = accept_rejection(
+        [&](int i) -> const sample::RowDist& { return sampler_.row(logits + (size_t)i * n_vocab, n_vocab); },
+        draft_.tokens, std::span(draft_.q.data(), d), sampler_.rng());
   }
   if (drafter_) st.add_round(d, acc.n_accept);
   else ++st.rounds;

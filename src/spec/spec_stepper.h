@@ -115,7 +115,6 @@ class SpecStepper {
   std::chrono::steady_clock::time_point t_decode_{};
   DraftResult draft_;
   std::vector<int32_t> window_, argmax_rows_;
-  std::vector<std::vector<sample::TokenProb>> p_rows_;
 };
 
 // Length of the longest common prefix of a and b.

@@ -32,8 +32,27 @@ Acceptance accept_greedy(std::span<const int32_t> target_argmax, std::span<const
   return a;
 }
 
-Acceptance accept_rejection(std::span<const std::vector<sample::TokenProb>> p, std::span<const int32_t> drafts,
-                            std::span<const SparseDist> q, Rng& rng) {
+Acceptance accept_rejection(const RowSource& p_row, std::span<const int32_t> drafts, std::span<const SparseDist> q,
+                            Rng& rng) {
+  DSPARK_CHECK(q.size() == drafts.size());
+  Acceptance a;
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    const sample::RowDist& p = p_row((int)i);
+    const float pi = p.prob(drafts[i]);
+    const float qi = std::max(prob_of(q[i], drafts[i]), 1e-8f);
+    if (rng.uniform() < std::min(1.0, (double)pi / qi)) {
+      ++a.n_accept;
+      continue;
+    }
+    a.next = p.draw_residual(q[i], rng);
+    return a;
+  }
+  a.next = p_row((int)drafts.size()).draw(rng);
+  return a;
+}
+
+Acceptance accept_rejection_ref(std::span<const std::vector<sample::TokenProb>> p, std::span<const int32_t> drafts,
+                                std::span<const SparseDist> q, Rng& rng) {
   DSPARK_CHECK(p.size() == drafts.size() + 1 && q.size() == drafts.size());
   Acceptance a;
   for (size_t i = 0; i < drafts.size(); ++i) {
@@ -63,7 +82,7 @@ Acceptance accept_rejection(std::span<const std::vector<sample::TokenProb>> p, s
         mass += r;
       }
     }
-    if (mass <= 1e-8) {
+    if (mass <= sample::kResidualMassFloor) {
       a.next = sample::draw(p[i], rng);
     } else {
       for (auto& tp : residual) tp.p = (float)(tp.p / mass);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -18,7 +19,7 @@
 
 namespace dspark::spec {
 
-using SparseDist = std::vector<std::pair<int32_t, float>>;  // (token, prob), sums to 1
+using SparseDist = std::vector<sample::IdProb>;  // (token, prob), sums to 1
 
 struct Acceptance {
   int n_accept = 0;      // leading drafts accepted
@@ -28,9 +29,16 @@ struct Acceptance {
 // target_argmax: [d + 1] argmax of each verify row; drafts: [d].
 Acceptance accept_greedy(std::span<const int32_t> target_argmax, std::span<const int32_t> drafts);
 
-// p: [d + 1] target distributions after the request's sampler transforms (sample::Sampler::
-// distribution); q: [d] the draft distributions the drafts were drawn from.
-Acceptance accept_rejection(std::span<const std::vector<sample::TokenProb>> p, std::span<const int32_t> drafts,
-                            std::span<const SparseDist> q, Rng& rng);
+// p_row(i), i <= d: the target's distribution for verify row i after the request's sampler
+// transforms (sample::Sampler::row), built on demand and valid until the next call: rows after the
+// first rejection are never built. q: [d] the draft distributions the drafts were drawn from.
+using RowSource = std::function<const sample::RowDist&(int row)>;
+Acceptance accept_rejection(const RowSource& p_row, std::span<const int32_t> drafts, std::span<const SparseDist> q,
+                            Rng& rng);
+
+// The same rule over explicit lists (p: [d + 1] from sample::distribution_reference): the oracle
+// of accept_rejection, consuming the same random numbers.
+Acceptance accept_rejection_ref(std::span<const std::vector<sample::TokenProb>> p, std::span<const int32_t> drafts,
+                                std::span<const SparseDist> q, Rng& rng);
 
 }  // namespace dspark::spec

@@ -11,7 +11,9 @@
 #include "core/threadpool.h"
 #include "kernels/ops.h"
 #include "tools/args.h"
+#include "sample/sampler.h"
 #include "tools/bench_spec.h"
+#include "tools/sampler_flags.h"
 #include "tools/loaded_model.h"
 #include "tools/progress.h"
 #include "tools/verbs.h"
@@ -53,10 +55,13 @@ int verb_bench(int argc, char** argv) {
   std::string draft_path, draft_kind = "ngram";
   int64_t n_draft = 5, n_spec_prompts = sopt.n_prompts;
   double draft_threshold = 0.0;
+  SamplerFlags sf;
   Args args("dspark bench --model M -p 512 -n 128 --threads 2 [--repeats R] [--json] [--verify-curve]",
             "Prefill speed over -p synthetic tokens and decode speed over -n greedy tokens after a short\n"
             "prompt; medians of --repeats runs. --verify-curve also times one forward of 1..K new tokens\n"
-            "(all-position logits, as speculative verify needs) after --curve-ctx tokens of context.");
+            "(all-position logits, as speculative verify needs) after --curve-ctx tokens of context.\n"
+            "With --temp > 0 each repeat also decodes the same prompt sampled (after the greedy run), and\n"
+            "the time of one sampled row (softmax, truncation, draw) is reported apart from the forward.");
   args.add("--model,-m", &model_spec, "registry name or GGUF path");
   args.add("--cache-dir", &cache, "model cache folder");
   args.add("--n-prompt,-p", &n_prompt, "prefill length in tokens (0 = skip)", 0, 1 << 16);
@@ -66,6 +71,7 @@ int verb_bench(int argc, char** argv) {
   args.add_flag("--verify-curve", &curve, "also measure the verify-cost curve");
   args.add("--curve-ctx", &curve_ctx, "context length before the curve's forwards", 1, 1 << 16);
   args.add("--curve-max", &curve_max, "largest number of new tokens on the curve", 1, 64);
+  add_sampler_flags(args, &sf);
   args.add_flag("--json", &json, "print one JSON object");
   args.add_flag("--spec", &spec_mode, "serial vs speculative on a prompt file, per category (-n tokens per prompt)");
   args.add("--prompts", &sopt.prompts, "--spec: JSONL with {category, turns: [text]}");
@@ -98,7 +104,35 @@ int verb_bench(int argc, char** argv) {
   model::Session s(model, model::SessionOptions{.n_ctx = n_ctx, .max_batch = 512}, &pool);
   const model::ForwardOptions last{model::LogitsMode::kLast, {}};
 
-  std::vector<double> pp_tok_s, tg_tok_s;
+  std::vector<double> pp_tok_s, tg_tok_s, tg_sampled_tok_s, row_ms;
+  const sample::SamplerConfig scfg = sf.config();
+  if (Status st = sample::validate(scfg); !st) { std::fprintf(stderr, "dspark bench: %s\n", st.message().c_str()); return kExitBadInput; }
+  const bool sampled = scfg.temperature > 0;
+  // One decode run after the short prompt: greedy (argmax) or through the sampler. Returns tok/s;
+  // sampled runs append each row's sampler time (ms) to row_ms.
+  std::vector<float> kept_rows;  // logits rows of the first sampled run, every 8th token, for the isolated timing
+  auto decode_run = [&](bool use_sampler, double* tok_s) -> Status {
+    s.kv().clear();
+    const auto prompt = lm->tok->encode("The history of the city begins", true, false);
+    DSPARK_RETURN_IF_ERROR(model.forward(s, prompt, last));
+    sample::Sampler smp(scfg, s.pool());
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < n_gen; ++i) {
+      int32_t id;
+      if (use_sampler) {
+        const auto r0 = Clock::now();
+        id = smp.sample(s.logits(), n_vocab);
+        row_ms.push_back(ms_between(r0, Clock::now()));
+        if (i % 8 == 0 && kept_rows.size() < (size_t)(16 * n_vocab))
+          kept_rows.insert(kept_rows.end(), s.logits(), s.logits() + n_vocab);
+      } else {
+        id = (int32_t)kernels::argmax(s.logits(), n_vocab);
+      }
+      DSPARK_RETURN_IF_ERROR(model.forward(s, std::span<const int32_t>(&id, 1), last));
+    }
+    *tok_s = n_gen * 1e3 / ms_between(t0, Clock::now());
+    return Status::ok();
+  };
   ProgressBar bar("bench", (uint64_t)repeats);
   for (int64_t r = 0; r < repeats; ++r) {
     if (n_prompt > 0) {
@@ -109,18 +143,13 @@ int verb_bench(int argc, char** argv) {
       pp_tok_s.push_back(n_prompt * 1e3 / ms_between(t0, Clock::now()));
     }
     if (n_gen > 0) {
-      s.kv().clear();
-      const auto prompt = lm->tok->encode("The history of the city begins", true, false);
-      if (Status st = model.forward(s, prompt, last); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
-      const auto t0 = Clock::now();
-      for (int64_t i = 0; i < n_gen; ++i) {
-        const int32_t id = (int32_t)kernels::argmax(s.logits(), n_vocab);
-        if (Status st = model.forward(s, std::span<const int32_t>(&id, 1), last); !st) {
-          std::fprintf(stderr, "%s\n", st.message().c_str());
-          return 1;
-        }
+      double v = 0;
+      if (Status st = decode_run(false, &v); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
+      tg_tok_s.push_back(v);
+      if (sampled) {
+        if (Status st = decode_run(true, &v); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
+        tg_sampled_tok_s.push_back(v);
       }
-      tg_tok_s.push_back(n_gen * 1e3 / ms_between(t0, Clock::now()));
     }
     bar.update((uint64_t)r + 1);
   }
@@ -158,6 +187,32 @@ int verb_bench(int argc, char** argv) {
                       {"prefill_runs_tok_s", pp_tok_s}, {"decode_runs_tok_s", tg_tok_s},
                       {"peak_rss_bytes", peak_rss_bytes()}, {"kv_cache_bytes", s.kv().bytes()}};
   if (curve) j["verify_curve"] = curve_json;
+  std::vector<double> paired;  // sampled / greedy per repeat (the two runs of a repeat are adjacent)
+  for (size_t r = 0; r < tg_sampled_tok_s.size(); ++r) paired.push_back(tg_sampled_tok_s[r] / tg_tok_s[r]);
+  // The same rows again, back to back outside decode (caches warm, pool idle): the sampler alone.
+  std::vector<double> iso_ms;
+  if (sampled && !kept_rows.empty()) {
+    sample::Sampler smp(scfg, s.pool());
+    for (int rep = 0; rep < 10; ++rep)
+      for (size_t r = 0; r * n_vocab < kept_rows.size(); ++r) {
+        const auto r0 = Clock::now();
+        (void)smp.sample(kept_rows.data() + r * n_vocab, n_vocab);
+        iso_ms.push_back(ms_between(r0, Clock::now()));
+      }
+  }
+  if (sampled && n_gen > 0) {
+    j["sample_row_isolated_ms_median"] = median(iso_ms);
+    std::vector<double> sorted_rows = row_ms;
+    std::sort(sorted_rows.begin(), sorted_rows.end());
+    j["sampler"] = {{"temperature", scfg.temperature}, {"top_k", scfg.top_k}, {"top_p", scfg.top_p},
+                    {"min_p", scfg.min_p}, {"seed", scfg.seed}};
+    j["decode_sampled_tok_s"] = median(tg_sampled_tok_s);
+    j["decode_sampled_runs_tok_s"] = tg_sampled_tok_s;
+    j["sampled_over_greedy"] = median(paired);
+    j["sample_row_ms_median"] = median(row_ms);
+    j["sample_row_ms_p90"] = sorted_rows[(size_t)(0.9 * (double)(sorted_rows.size() - 1))];
+    j["sample_row_ms_max"] = sorted_rows.back();
+  }
   if (json) {
     std::printf("%s\n", j.dump().c_str());  // one line: easy to parse from scripts
     return 0;
@@ -165,6 +220,13 @@ int verb_bench(int argc, char** argv) {
   std::printf("| test | tok/s (median of %lld) |\n|---|---|\n", (long long)repeats);
   if (n_prompt > 0) std::printf("| pp%lld | %.1f |\n", (long long)n_prompt, median(pp_tok_s));
   if (n_gen > 0) std::printf("| tg%lld | %.1f |\n", (long long)n_gen, median(tg_tok_s));
+  if (sampled && n_gen > 0)
+    std::printf("| tg%lld sampled (T %g, top-k %d, top-p %g, min-p %g) | %.1f |\n"
+                "sampled / greedy %.3f (median of per-repeat ratios); one sampled row: median %.3f ms, p90 %.3f ms, max %.3f ms "
+                "(in decode), median %.3f ms (the same rows again, back to back)\n",
+                (long long)n_gen, scfg.temperature, scfg.top_k, scfg.top_p, scfg.min_p, median(tg_sampled_tok_s),
+                median(paired), j["sample_row_ms_median"].get<double>(), j["sample_row_ms_p90"].get<double>(),
+                j["sample_row_ms_max"].get<double>(), j["sample_row_isolated_ms_median"].get<double>());
   std::printf("peak RSS %.1f MB, KV cache %.1f MB, threads %lld\n", peak_rss_bytes() / 1e6, s.kv().bytes() / 1e6,
               (long long)threads);
   if (curve) {

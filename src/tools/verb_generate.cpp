@@ -11,6 +11,7 @@
 #include "tools/draft_quant.h"
 #include "tools/drafter_factory.h"
 #include "tools/args.h"
+#include "tools/sampler_flags.h"
 #include "tools/loaded_model.h"
 #include "tools/registry.h"
 #include "tools/verbs.h"
@@ -19,8 +20,8 @@ namespace dspark::tools {
 
 int verb_generate(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, prompt, prompt_file;
-  int64_t n_predict = 128, threads = ThreadPool::default_threads(), n_ctx = 4096, seed = 0, top_k = 0;
-  double temp = 0.0, top_p = 1.0, min_p = 0.0;
+  int64_t n_predict = 128, threads = ThreadPool::default_threads(), n_ctx = 4096;
+  SamplerFlags sf;
   bool chat = false, json = false, ignore_eos = false;
   std::vector<std::string> stops;
   std::string draft_path, draft_kind, draft_schedule;
@@ -40,11 +41,7 @@ int verb_generate(int argc, char** argv) {
   args.add("--prompt-file,-f", &prompt_file, "read the prompt from a file");
   args.add_flag("--chat", &chat, "wrap the prompt in the Gemma 3 chat template (one user turn)");
   args.add("--max-tokens,-n", &n_predict, "tokens to generate at most", 1, 1 << 20);
-  args.add("--temp", &temp, "sampling temperature; 0 = greedy", 0.0, 100.0);
-  args.add("--top-k", &top_k, "keep the k most likely tokens; 0 = off", 0, 1 << 30);
-  args.add("--top-p", &top_p, "nucleus sampling mass; 1 = off", 1e-6, 1.0);
-  args.add("--min-p", &min_p, "drop tokens below min_p * p(top); 0 = off", 0.0, 1.0);
-  args.add("--seed", &seed, "random seed", 0, INT64_MAX);
+  add_sampler_flags(args, &sf);
   args.add_list("--stop", &stops, "stop string (repeatable); not included in the output");
   args.add_flag("--ignore-eos", &ignore_eos, "keep generating past end-of-sequence tokens");
   args.add("--threads,-t", &threads, "worker threads (default: physical cores)", 1, 256);
@@ -118,8 +115,7 @@ int verb_generate(int argc, char** argv) {
   params.max_tokens = (int32_t)n_predict;
   params.stop = stops;
   params.ignore_eos = ignore_eos;
-  params.sampler = {.temperature = (float)temp, .top_k = (int32_t)top_k, .top_p = (float)top_p,
-                    .min_p = (float)min_p, .seed = (uint64_t)seed};
+  params.sampler = sf.config();
   generate::TextCallback on_text;
   if (!json) on_text = [](std::string_view t) { std::fwrite(t.data(), 1, t.size(), stdout); std::fflush(stdout); };
   // The model's shipped drafter (drafters/<name>, with its PROVENANCE) unless told otherwise: all

@@ -35,7 +35,7 @@ TEST(AcceptRejection, FirstTokenFollowsTargetDistribution) {
     const int32_t d = u < 0.1 ? 0 : u < 0.2 ? 1 : u < 0.3 ? 2 : 3;
     std::vector<std::vector<sample::TokenProb>> p = {p0, p1};
     std::vector<SparseDist> q = {q0};
-    const Acceptance a = accept_rejection(p, std::vector<int32_t>{d}, q, rng);
+    const Acceptance a = accept_rejection_ref(p, std::vector<int32_t>{d}, q, rng);
     counts[a.n_accept == 1 ? d : a.next]++;
   }
   double chi2 = 0;
@@ -51,7 +51,7 @@ TEST(AcceptRejection, OneHotDraftAcceptsWithTargetProbability) {
   for (int i = 0; i < n; ++i) {
     std::vector<std::vector<sample::TokenProb>> p = {p0, p0};
     std::vector<SparseDist> q = {{{7, 1.0f}}};
-    const Acceptance a = accept_rejection(p, std::vector<int32_t>{7}, q, rng);
+    const Acceptance a = accept_rejection_ref(p, std::vector<int32_t>{7}, q, rng);
     accepted += a.n_accept;
     if (a.n_accept == 0) {
       EXPECT_EQ(a.next, 8);  // the residual excludes the rejected draft
