@@ -16,6 +16,7 @@
 
 #include "core/rng.h"
 #include "core/status.h"
+#include "sample/sampler.h"
 #include "spec/verify.h"
 
 namespace dspark::spec {
@@ -32,7 +33,7 @@ struct DraftRequest {
   int32_t pending = 0;         // token at position pos (the anchor)
   int64_t pos = 0;             // its position
   int max_n = 0;               // propose at most this many tokens
-  float temperature = 0.0f;    // > 0: sample drafts and report q
+  sample::SamplerConfig sampler;  // the request's sampling; temperature > 0: sample drafts and report q
   Rng* rng = nullptr;          // for sampled drafts
 };
 

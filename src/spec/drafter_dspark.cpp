@@ -192,7 +192,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   conf_logits_.clear();
   last_slots_ = 0;
   const int n = std::min(gamma_, req.max_n);
-  const bool sampled = req.temperature > 0.0f;
+  const bool sampled = req.sampler.temperature > 0.0f;
   if (!sampled) out->q.clear();
   if (n <= 0) {
     out->q.clear();
@@ -298,7 +298,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       }
       scores_valid_[(size_t)k] = full;
     } else {
-      // s_k = U_k + bias_k; draw from softmax(s_k / T); q = that distribution (d2t-mapped).
+      // s_k = U_k + bias_k; draw from the request's sampler over s_k; q = that distribution (d2t-mapped).
       if (markov_.enabled()) {
         markov_.full_bias(s_.mm, s_row);
         for (int64_t v = 0; v < vd; ++v) s_row[v] += u_row[v];
@@ -306,25 +306,14 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
         std::memcpy(s_row, u_row, (size_t)vd * 4);
       }
       scores_valid_[(size_t)k] = 1;
-      const float mx = *std::max_element(s_row, s_row + vd);
-      const double inv_t = 1.0 / (double)req.temperature;
-      double sum = 0;
-      for (int64_t v = 0; v < vd; ++v) sum += std::exp(((double)s_row[v] - mx) * inv_t);
+      // The request's sampler over the draft vocabulary (temperature, top-k, top-p, min-p), so
+      // drafts come from where the target will sample; q is reported in target ids.
+      draft_row_.build(req.sampler, s_row, vd);
+      j = draft_row_.draw(*req.rng);
+      draft_row_.to_list(&draft_list_);
       SparseDist& q = out->q[(size_t)k];
       q.clear();
-      const double u = req.rng->uniform();
-      double cum = 0;
-      j = -1;
-      int64_t last_nz = 0;
-      for (int64_t v = 0; v < vd; ++v) {
-        const double p = std::exp(((double)s_row[v] - mx) * inv_t) / sum;
-        if (p <= 0) continue;
-        q.emplace_back(model_->to_target(v), (float)p);
-        last_nz = v;
-        cum += p;
-        if (j < 0 && u < cum) j = v;
-      }
-      if (j < 0) j = last_nz;  // rounding left u above the total
+      for (const sample::TokenProb& tp : draft_list_) q.emplace_back(model_->to_target(tp.id), tp.p);
     }
     prev = model_->to_target(j);
     out->tokens.push_back(prev);

@@ -116,6 +116,8 @@ class DSparkDrafter : public Drafter {
   std::vector<float> base_;         // [γ, V_d]
   std::vector<float> scores_;       // [γ, V_d] corrected rows
   std::vector<char> scores_valid_;  // [γ]
+  sample::RowDist draft_row_;        // temperature > 0: the sampled slot's distribution over the draft vocab
+  std::vector<sample::TokenProb> draft_list_;
   std::vector<float> conf_logits_;  // [γ]
   int last_slots_ = 0;
   bool backbone_ran_ = false;

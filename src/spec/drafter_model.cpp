@@ -4,9 +4,8 @@
 
 namespace dspark::spec {
 
-ModelDrafter::ModelDrafter(const model::Gemma3Model& model, const model::SessionOptions& opt, ThreadPool* pool,
-                           const sample::SamplerConfig& sampler)
-    : model_(model), session_(model, opt, pool), sampler_(sampler, pool) {}
+ModelDrafter::ModelDrafter(const model::Gemma3Model& model, const model::SessionOptions& opt, ThreadPool* pool)
+    : model_(model), session_(model, opt, pool), pool_(pool) {}
 
 Status ModelDrafter::begin(std::span<const int32_t> prompt, const TapRows&) {
   history_.assign(prompt.begin(), prompt.end());
@@ -37,9 +36,10 @@ Status ModelDrafter::draft(const DraftRequest& req, DraftResult* out) {
   int32_t tok = req.pending;
   for (int i = 0; i < n; ++i) {
     DSPARK_RETURN_IF_ERROR(model_.forward(session_, std::span<const int32_t>(&tok, 1), {model::LogitsMode::kLast, {}}));
-    if (req.temperature > 0) {
+    if (req.sampler.temperature > 0) {
       // q is a full list here (V entries at temperature only): a two-model drafter's cost.
-      const sample::RowDist& row = sampler_.row(session_.logits(), n_vocab);
+      row_.build(req.sampler, session_.logits(), n_vocab, pool_);
+      const sample::RowDist& row = row_;
       row.to_list(&list_);
       SparseDist q;
       q.reserve(list_.size());

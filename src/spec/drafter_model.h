@@ -14,9 +14,9 @@ namespace dspark::spec {
 
 class ModelDrafter : public Drafter {
  public:
-  // The model must outlive the drafter. `sampler` carries the request's transforms (top-k/p...).
-  ModelDrafter(const model::Gemma3Model& model, const model::SessionOptions& opt, ThreadPool* pool,
-               const sample::SamplerConfig& sampler);
+  // The model must outlive the drafter. Each draft samples with the request's settings
+  // (DraftRequest::sampler).
+  ModelDrafter(const model::Gemma3Model& model, const model::SessionOptions& opt, ThreadPool* pool);
   std::string kind() const override { return "draft-model"; }
   Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
   Status draft(const DraftRequest& req, DraftResult* out) override;
@@ -26,7 +26,8 @@ class ModelDrafter : public Drafter {
   Status sync();  // make the KV hold exactly history_
   const model::Gemma3Model& model_;
   model::Session session_;
-  sample::Sampler sampler_;
+  ThreadPool* pool_;
+  sample::RowDist row_;
   std::vector<sample::TokenProb> list_;  // scratch: the draft distribution as a list
   std::vector<int32_t> history_;  // committed tokens [0, P)
   int64_t kv_valid_ = 0;          // leading KV positions known to match history_

@@ -29,7 +29,7 @@ Status NgramDrafter::draft(const DraftRequest& req, DraftResult* out) {
   history_.push_back(req.pending);  // temporarily: the lookup runs over history + pending
   out->tokens = ngram_lookup(history_, cfg_, req.max_n);
   history_.pop_back();
-  if (req.temperature > 0)
+  if (req.sampler.temperature > 0)
     for (int32_t t : out->tokens) out->q.push_back({{t, 1.0f}});
   return Status::ok();
 }

@@ -212,7 +212,7 @@ Status SpecStepper::draft_phase() {
     const int remaining = gp.max_tokens - (int)res_.out.tokens.size();
     const int max_n =
         (int)std::max<int64_t>(0, std::min<int64_t>({params_.gamma, remaining - 1, n_ctx - pos_ - 1}));
-    DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler.temperature, &sampler_.rng()}, &draft_));
+    DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng()}, &draft_));
     if ((int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
   }
   res_.stats.draft_ms += ms_since(t0);

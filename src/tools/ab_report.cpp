@@ -62,7 +62,7 @@ Status compare_arms(AbReport& report) {
     if (!stats) return stats.status();
     c.stats = std::move(stats).value();
     c.verdict = decide(c.stats, c.compare_acceptance, report.settings.rule);
-    if (report.settings.temperature == 0 && k < report.identical.size())
+    if (report.settings.sampler.temperature == 0 && k < report.identical.size())
       c.identical = std::count(report.identical[k].begin(), report.identical[k].end(), 1);
     report.comparisons.push_back(std::move(c));
   }
@@ -102,7 +102,7 @@ nlohmann::json to_json(const AbReport& r) {
       const PromptRecord& p = r.records[k][i];
       nlohmann::json e = {{"tokens", p.tokens}, {"ms", p.ms}, {"drafted", p.drafted}, {"accepted", p.accepted},
                           {"rounds", p.rounds}};
-      if (s.temperature == 0 && k > 0 && k < r.identical.size()) e["identical"] = (bool)r.identical[k][i];
+      if (s.sampler.temperature == 0 && k > 0 && k < r.identical.size()) e["identical"] = (bool)r.identical[k][i];
       pa.push_back(std::move(e));
     }
     per_prompt.push_back({{"category", r.prompts[i].category}, {"prompt_tokens", r.prompts[i].prompt_tokens},
@@ -125,8 +125,11 @@ nlohmann::json to_json(const AbReport& r) {
           {"max_tokens", s.max_tokens},
           {"stop_at_eos", s.stop_at_eos},
           {"chat", s.chat},
-          {"temperature", s.temperature},
-          {"seed", s.seed},
+          {"temperature", s.sampler.temperature},
+          {"top_k", s.sampler.top_k},
+          {"top_p", s.sampler.top_p},
+          {"min_p", s.sampler.min_p},
+          {"seed", s.sampler.seed},
           {"repeats", s.repeats},
           {"threads", s.threads},
           {"bootstrap", {{"resamples", s.bootstrap.n_boot}, {"level", s.bootstrap.level}}},
@@ -142,7 +145,10 @@ std::string to_markdown(const AbReport& r) {
   const AbSettings& s = r.settings;
   std::string md = "## dspark ab: " + std::to_string(r.prompts.size()) + " prompts x " +
                    std::to_string(s.max_tokens) + " new tokens" + (s.stop_at_eos ? " at most" : "") +
-                   ", temperature " + fmt("%g", s.temperature) + ", " + std::to_string(s.repeats) +
+                   ", temperature " + fmt("%g", s.sampler.temperature) +
+                   (s.sampler.top_k > 0 ? ", top-k " + std::to_string(s.sampler.top_k) : std::string()) +
+                   (s.sampler.top_p < 1 ? ", top-p " + fmt("%g", s.sampler.top_p) : std::string()) +
+                   (s.sampler.min_p > 0 ? ", min-p " + fmt("%g", s.sampler.min_p) : std::string()) + ", " + std::to_string(s.repeats) +
                    " repeat(s), " + std::to_string(s.threads) + " threads, arms alternated per prompt\n\n";
   if (r.skipped) md += std::to_string(r.skipped) + " prompt(s) skipped: longer than the context.\n\n";
   md += "| arm | spec | tok/s | tau | acceptance | drafted | accepted | rounds |\n|---|---|---|---|---|---|---|---|\n";

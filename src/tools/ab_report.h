@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sample/sampler.h"
 #include "tools/ab_arm.h"
 #include "tools/ab_stats.h"
 
@@ -17,8 +18,7 @@ namespace dspark::tools {
 struct AbSettings {
   std::string model, prompts_file;
   int64_t max_tokens = 64, repeats = 1, threads = 1, n_ctx = 4096;
-  double temperature = 0;
-  uint64_t seed = 0;
+  sample::SamplerConfig sampler;  // seed: prompt i of a repeat uses seed + i (common to every arm)
   bool chat = true, stop_at_eos = false;
   BootstrapOptions bootstrap;
   VerdictRule rule;

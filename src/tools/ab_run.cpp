@@ -114,8 +114,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   generate::GenerateParams gp;
   gp.max_tokens = (int32_t)set.max_tokens;
   gp.ignore_eos = !set.stop_at_eos;  // default: fixed-length runs, so the arms do the same work
-  gp.sampler.temperature = (float)set.temperature;
-  gp.sampler.seed = set.seed;
+  gp.sampler = set.sampler;
 
   // One drafter per arm, loaded before any timing; begin() resets it for every prompt.
   const size_t n_arms = opt.arms.size(), n_prompts = ids.size();
@@ -135,7 +134,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
         }
         std::fprintf(stderr, "dspark ab: arm %s: verify cost, ms by tokens:%s\n", arm.spec.name.c_str(), curve.c_str());
       }
-      auto b = make_drafter(d, lm, gp.sampler, &pool);
+      auto b = make_drafter(d, lm, &pool);
       if (!b) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), b.message().c_str()); return kExitBadInput; }
       bundles[k] = std::make_unique<DrafterBundle>(std::move(b).value());
       arm.kind = bundles[k]->kind;
@@ -153,7 +152,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   for (size_t i = 0; i < n_prompts; ++i) {
     for (int64_t r = 0; r < set.repeats; ++r) {
       const uint64_t t = (uint64_t)i * (uint64_t)set.repeats + (uint64_t)r;
-      gp.sampler.seed = set.seed + t;  // common random numbers: every arm gets the same seed here
+      gp.sampler.seed = set.sampler.seed + t;  // common random numbers: every arm gets the same seed here
       for (size_t j = 0; j < n_arms; ++j) {
         const size_t k = (j + t) % n_arms;  // rotate the order: AB, BA, AB, ... for two arms
         auto run = run_arm(lm, session, ids[i], gp, bundles[k].get());
@@ -170,7 +169,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
     for (size_t k = 0; k < n_arms; ++k) {
       const int64_t diff = first_difference(first_out[0], first_out[k]);
       report.identical[k][i] = diff < 0;
-      if (diff >= 0 && set.temperature == 0 && k > 0 && n_mismatch++ < kMaxMismatchLines)
+      if (diff >= 0 && set.sampler.temperature == 0 && k > 0 && n_mismatch++ < kMaxMismatchLines)
         std::fprintf(stderr, "\rdspark ab: prompt %zu (%s): %s differs from %s at new token %lld "
                      "(temperature 0 should be lossless)\n", i, report.prompts[i].category.c_str(),
                      report.arms[k].spec.name.c_str(), report.arms[0].spec.name.c_str(), (long long)diff);

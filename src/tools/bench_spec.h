@@ -19,6 +19,7 @@ struct BenchSpecOptions {
   bool json = false;
   int64_t threads = 2;
   DrafterOptions drafter;
+  sample::SamplerConfig sampler;  // seed: prompt i uses seed + i in both arms
 };
 
 int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm);

@@ -44,8 +44,7 @@ Result<std::string> detect_draft_kind(const std::string& path) {
   return Status::error(path + ": no such drafter file or directory");
 }
 
-Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel& target,
-                                   const sample::SamplerConfig& sampler, ThreadPool* pool) {
+Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel& target, ThreadPool* pool) {
   if (opt.gamma < 0) return Status::error("--num-draft-tokens must be >= 0");
   if (!(opt.threshold >= 0.0 && opt.threshold <= 1.0))
     return Status::error("--draft-threshold must be in [0, 1], got " + std::to_string(opt.threshold));
@@ -73,8 +72,7 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
     DSPARK_RETURN_IF_ERROR(spec::check_same_vocab(*target.tok, *lm->tok));
     b.draft_model = std::make_unique<LoadedModel>(std::move(lm).value());
     b.drafter = std::make_unique<spec::ModelDrafter>(*b.draft_model->model,
-                                                     model::SessionOptions{.n_ctx = opt.n_ctx, .max_batch = 512}, pool,
-                                                     sampler);
+                                                     model::SessionOptions{.n_ctx = opt.n_ctx, .max_batch = 512}, pool);
     return b;
   }
   if (kind == "dspark") {

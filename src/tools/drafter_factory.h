@@ -48,7 +48,7 @@ Status check_draft_copy_mode(const std::string& mode);
 Result<std::string> detect_draft_kind(const std::string& path);
 
 // Fresh drafter state for one request (cheap to call per request; weights are shared via bundle).
-Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel& target,
-                                   const sample::SamplerConfig& sampler, ThreadPool* pool);
+// Sampling settings come with each draft request (spec::DraftRequest::sampler), not from here.
+Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel& target, ThreadPool* pool);
 
 }  // namespace dspark::tools

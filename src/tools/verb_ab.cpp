@@ -6,6 +6,7 @@
 #include "core/threadpool.h"
 #include "tools/ab_run.h"
 #include "tools/args.h"
+#include "tools/sampler_flags.h"
 #include "tools/verbs.h"
 
 #ifndef DSPARK_SOURCE_DIR
@@ -39,13 +40,14 @@ int verb_ab(int argc, char** argv) {
   AbOptions opt;
   opt.plot_script = std::string(DSPARK_SOURCE_DIR) + "/scripts/plot_ab.py";
   AbSettings& s = opt.settings;
-  int64_t max_tokens = s.max_tokens, seed = 0, repeats = 1, threads = ThreadPool::default_threads(), n_ctx = s.n_ctx;
+  SamplerFlags sf;
+  int64_t max_tokens = s.max_tokens, repeats = 1, threads = ThreadPool::default_threads(), n_ctx = s.n_ctx;
   int64_t n_boot = s.bootstrap.n_boot;
-  double temp = 0, min_accept = s.rule.min_accept_delta_pts, min_speed = s.rule.min_speed_ratio;
+  double min_accept = s.rule.min_accept_delta_pts, min_speed = s.rule.min_speed_ratio;
   bool no_chat = false, eos = false;
   Args args(
       "dspark ab --a SPEC --b SPEC [--arm NAME=SPEC ...] [--prompts FILE] [--n-prompts N] [-n N]\n"
-      "       [--temp T] [--seed S] [--repeats R] [--json] [--markdown FILE] [--plot PNG]",
+      "       [--temp T] [--top-k K] [--top-p P] [--min-p M] [--seed S] [--repeats R] [--json] [--markdown FILE] [--plot PNG]",
       "Acceptance A/B harness: runs the same prompts under every arm (the target is loaded once, the\n"
       "arm order alternates per prompt and repeat) and compares each arm with A: pooled acceptance\n"
       "and acceptance by draft position, tau (tokens per target round), tok/s, and a paired bootstrap\n"
@@ -67,8 +69,8 @@ int verb_ab(int argc, char** argv) {
   args.add("--max-tokens,-n", &max_tokens, "new tokens per prompt", 1, 1 << 16);
   args.add_flag("--eos", &eos, "stop at end-of-sequence (default: exactly -n tokens, same work in every arm)");
   args.add_flag("--no-chat", &no_chat, "feed prompts raw instead of chat-templated");
-  args.add("--temp", &temp, "sampling temperature; 0 = greedy (outputs must then match across arms)", 0.0, 100.0);
-  args.add("--seed", &seed, "seed of sampling (per prompt: seed + index) and of the bootstrap", 0, INT64_MAX);
+  add_sampler_flags(args, &sf, "seed of sampling (per prompt: seed + index) and of the bootstrap; at --temp 0\n"
+                    "outputs must match across arms");
   args.add("--repeats,-r", &repeats, "runs of each prompt per arm, summed (order alternates per repeat)", 1, 1000);
   args.add("--threads,-t", &threads, "worker threads", 1, 256);
   args.add("--ctx", &n_ctx, "context size in tokens; longer prompts are skipped", 16, 1 << 20);
@@ -111,15 +113,15 @@ int verb_ab(int argc, char** argv) {
     if (Status st = check_output_path("--plot", opt.plot_path); !st) return bad(st.message());
 
   s.max_tokens = max_tokens;
-  s.temperature = temp;
-  s.seed = (uint64_t)seed;
+  s.sampler = sf.config();
+  if (Status st = sample::validate(s.sampler); !st) return bad(st.message());
   s.repeats = repeats;
   s.threads = threads;
   s.n_ctx = n_ctx;
   s.chat = !no_chat;
   s.stop_at_eos = eos;
   s.bootstrap.n_boot = n_boot;
-  s.bootstrap.seed = (uint64_t)seed;
+  s.bootstrap.seed = s.sampler.seed;
   s.rule = {.min_accept_delta_pts = min_accept, .min_speed_ratio = min_speed};
 
   auto lm = load_model(model_spec, cache);

@@ -94,6 +94,8 @@ int verb_bench(int argc, char** argv) {
     sopt.chat = !no_chat;
     sopt.json = json;
     sopt.threads = threads;
+    sopt.sampler = sf.config();
+    if (Status st = sample::validate(sopt.sampler); !st) { std::fprintf(stderr, "dspark bench: %s\n", st.message().c_str()); return kExitBadInput; }
     sopt.drafter = DrafterOptions{.kind = draft_kind, .path = draft_path, .gamma = (int)n_draft, .threshold = draft_threshold, .n_ctx = 4096, .schedule = false, .verify_ms = {}};
     return run_bench_spec(sopt, *lm);
   }

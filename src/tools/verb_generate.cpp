@@ -146,12 +146,12 @@ int verb_generate(int argc, char** argv) {
     DrafterOptions dopt{.kind = draft_kind.empty() ? "auto" : draft_kind, .path = draft_path, .gamma = (int)n_draft,
                         .threshold = draft_threshold, .n_ctx = n_ctx, .schedule = draft_schedule == "cost", .verify_ms = {},
                         .copy = mount.copy};
-    auto bundle = make_drafter(dopt, *lm, params.sampler, &pool);
+    auto bundle = make_drafter(dopt, *lm, &pool);
     if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
     if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it
       dopt.gamma = bundle->gamma;
       dopt.verify_ms = measure_verify_ms(*lm->model, bundle->gamma + 1, &pool);
-      bundle = make_drafter(dopt, *lm, params.sampler, &pool);
+      bundle = make_drafter(dopt, *lm, &pool);
       if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
     }
     spec::SpecParams sp{params, bundle->gamma};

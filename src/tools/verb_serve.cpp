@@ -184,12 +184,12 @@ int verb_serve(int argc, char** argv) {
     } else {
       dopt.path = *q;
     }
-    auto first = make_drafter(dopt, *lm, {}, &pool);
+    auto first = make_drafter(dopt, *lm, &pool);
     if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
     if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it
       dopt.gamma = first->gamma;
       dopt.verify_ms = measure_verify_ms(*lm->model, first->gamma + 1, &pool);
-      first = make_drafter(dopt, *lm, {}, &pool);
+      first = make_drafter(dopt, *lm, &pool);
       if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
     }
     dinfo = {first->kind, dopt.path, first->gamma, dopt.threshold};
@@ -201,7 +201,7 @@ int verb_serve(int argc, char** argv) {
         *used = true;
         return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(*proto)));
       }
-      auto b = make_drafter(dopt, *target, {}, &pool);
+      auto b = make_drafter(dopt, *target, &pool);
       if (!b) return b.status();
       return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(b).value()));
     };

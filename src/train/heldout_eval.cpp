@@ -55,7 +55,7 @@ Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::
     while (pos < L - 1) {
       const int max_n = (int)std::min<int64_t>(g, L - 1 - pos);
       t0 = Clock::now();
-      DSPARK_RETURN_IF_ERROR(dr.draft({x[pos], pos, max_n, 0.0f, nullptr}, &out));
+      DSPARK_RETURN_IF_ERROR(dr.draft({x[pos], pos, max_n, {}, nullptr}, &out));
       res.draft_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       int64_t k = 0;
       while (k < (int64_t)out.tokens.size() && out.tokens[(size_t)k] == x[pos + 1 + k]) ++k;

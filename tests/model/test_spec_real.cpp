@@ -56,7 +56,7 @@ TEST(SpecReal, GreedyOutputEqualsSerial) {
     const auto [want, margin] = serial_greedy(prompt);
     for (int gamma : {1, 2, 3, 5, 7}) {
       spec::NgramDrafter ngram;
-      spec::ModelDrafter self(model, {.n_ctx = 1024, .max_batch = 512}, &test_pool(), {});
+      spec::ModelDrafter self(model, {.n_ctx = 1024, .max_batch = 512}, &test_pool());
       RandomDrafter random(1000, 100000, 5);
       for (spec::Drafter* d : std::vector<spec::Drafter*>{&ngram, &self, &random}) {
         if (d == &self && gamma > 3) continue;  // the self-draft costs gamma forwards a round

@@ -115,7 +115,7 @@ class QuantForward : public ::testing::Test {
     const std::vector<int32_t> prompt = {2, 7, 9, 11, 13, 15};
     EXPECT_TRUE(dr.begin(prompt, rows).is_ok());
     spec::DraftResult out;
-    EXPECT_TRUE(dr.draft({.pending = 17, .pos = n, .max_n = (int)shape_.block}, &out).is_ok());
+    EXPECT_TRUE(dr.draft({.pending = 17, .pos = n, .max_n = (int)shape_.block, .sampler = {}, .rng = nullptr}, &out).is_ok());
     Run r;
     r.tokens = out.tokens;
     r.hidden.assign(dr.last_hidden(), dr.last_hidden() + shape_.block * H);

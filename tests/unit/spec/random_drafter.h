@@ -15,7 +15,7 @@ class RandomDrafter : public spec::Drafter {
     out->clear();
     for (int i = 0; i < req.max_n; ++i) {
       out->tokens.push_back(first_ + (int32_t)(rng_.next() % (uint64_t)count_));
-      if (req.temperature > 0) {
+      if (req.sampler.temperature > 0) {
         spec::SparseDist q;
         for (int32_t t = 0; t < count_; ++t) q.emplace_back(first_ + t, 1.0f / count_);
         out->q.push_back(std::move(q));

@@ -261,7 +261,7 @@ DraftResult first_draft(const Golden& g, const DSparkOptions& opt, int max_n, fl
   Taps t = split_taps(g.arr<float>(pre["taps"]), n, d["m"], d["H"]);
   std::vector<int32_t> toks((size_t)n, 0);
   EXPECT_TRUE(dr->begin(toks, t.rows).is_ok());
-  DraftRequest req{dra["anchor"].get<int32_t>(), dra["pos"].get<int64_t>(), max_n, temperature, rng};
+  DraftRequest req{dra["anchor"].get<int32_t>(), dra["pos"].get<int64_t>(), max_n, {.temperature = temperature}, rng};
   const Status s = dr->draft(req, &out);
   EXPECT_TRUE(s.is_ok()) << s.message();
   if (keep && holder) {
@@ -367,7 +367,7 @@ TEST(DSparkDraft, FastPathMatchesFullProduct) {
     const int64_t pos = df->context_len();
     for (int32_t anchor = 0; anchor < (int32_t)d["V"].get<int64_t>(); anchor += 3) {
       DraftResult a, b;
-      const DraftRequest req{anchor, pos, (int)d["gamma"], 0, nullptr};
+      const DraftRequest req{anchor, pos, (int)d["gamma"], {}, nullptr};
       ASSERT_TRUE(df->draft(req, &a).is_ok());
       ASSERT_TRUE(ds->draft(req, &b).is_ok());
       EXPECT_EQ(a.tokens, b.tokens) << "anchor " << anchor;

@@ -269,12 +269,12 @@ TEST_F(DSparkLoad, ProtocolErrors) {
   std::vector<int32_t> prompt{1, 2, 3};
   ASSERT_TRUE((*d)->begin(prompt, taps).is_ok());
   DraftResult out;
-  EXPECT_MENTIONS((*d)->draft({5, 2, 4, 0, nullptr}, &out).message(), "position");
-  EXPECT_MENTIONS((*d)->draft({5, 3, 4, 0.5f, nullptr}, &out).message(), "rng");
+  EXPECT_MENTIONS((*d)->draft({5, 2, 4, {}, nullptr}, &out).message(), "position");
+  EXPECT_MENTIONS((*d)->draft({5, 3, 4, {.temperature = 0.5f}, nullptr}, &out).message(), "rng");
   EXPECT_MENTIONS((*d)->commit(std::span<const int32_t>(prompt.data(), 1), 7, taps).message(), "position");
   TapRows narrow{{rows.data(), rows.data()}, 1, 40};
   EXPECT_MENTIONS((*d)->commit(std::span<const int32_t>(prompt.data(), 1), 3, narrow).message(), "tap rows");
-  ASSERT_TRUE((*d)->draft({5, 3, 4, 0, nullptr}, &out).is_ok());
+  ASSERT_TRUE((*d)->draft({5, 3, 4, {}, nullptr}, &out).is_ok());
   EXPECT_EQ(out.tokens.size(), 4u);
 }
 

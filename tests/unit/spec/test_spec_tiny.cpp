@@ -61,8 +61,8 @@ TEST_F(SpecTiny, GreedyIsLosslessForEveryDrafterAndGamma) {
   const auto want = serial(prompt, n);
   for (int gamma : {1, 2, 3, 5, 7}) {
     spec::NgramDrafter ngram;
-    spec::ModelDrafter self(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_, {});
-    spec::ModelDrafter other(*other_, {.n_ctx = 256, .max_batch = 64}, &pool_, {});
+    spec::ModelDrafter self(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
+    spec::ModelDrafter other(*other_, {.n_ctx = 256, .max_batch = 64}, &pool_);
     testing::RandomDrafter random(0, kVocab, 77);
     for (spec::Drafter* d : std::vector<spec::Drafter*>{&ngram, &self, &other, &random}) {
       model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
@@ -122,7 +122,7 @@ TEST_F(SpecTiny, SamplingFollowsTargetDistribution) {
   std::map<int32_t, std::map<int32_t, int>> second;
   int64_t drafted = 0, accepted = 0;
   for (int r = 0; r < runs; ++r) {
-    spec::ModelDrafter other(*other_, {.n_ctx = 64, .max_batch = 64}, &pool_, {.temperature = temp});
+    spec::ModelDrafter other(*other_, {.n_ctx = 64, .max_batch = 64}, &pool_);
     model::Session s(*target_, {.n_ctx = 64, .max_batch = 64}, &pool_);
     spec::SpecParams sp;
     sp.gen.max_tokens = 2;

@@ -76,7 +76,7 @@ TEST(Ngram, DrafterTracksHistory) {
   const std::vector<int32_t> prompt = {10, 11, 12, 10};
   ASSERT_TRUE(d.begin(prompt, {}).is_ok());
   DraftResult out;
-  ASSERT_TRUE(d.draft({11, 4, 4, 0.0f, nullptr}, &out).is_ok());  // history 10 11 12 10 + pending 11
+  ASSERT_TRUE(d.draft({11, 4, 4, {}, nullptr}, &out).is_ok());  // history 10 11 12 10 + pending 11
   EXPECT_EQ(out.tokens, (std::vector<int32_t>{12, 10, 11}));
   ASSERT_TRUE(d.commit(std::vector<int32_t>{11, 12}, 4, {}).is_ok());
   EXPECT_FALSE(d.commit(std::vector<int32_t>{1}, 99, {}).is_ok());

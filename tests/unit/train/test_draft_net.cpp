@@ -208,7 +208,7 @@ void check_matches_serving(bool folded, int lookup = 0) {
     std::vector<int32_t> prompt(f->tokens[(size_t)blk.seq].begin(), f->tokens[(size_t)blk.seq].begin() + blk.anchor);
     ASSERT_TRUE((*d)->begin(prompt, rows).is_ok());
     spec::DraftResult out;
-    ASSERT_TRUE((*d)->draft({blk.prev[0], blk.anchor, (int)g, 0.0f, nullptr}, &out).is_ok());
+    ASSERT_TRUE((*d)->draft({blk.prev[0], blk.anchor, (int)g, {}, nullptr}, &out).is_ok());
     for (int64_t i = 0; i < g * kH; ++i)
       EXPECT_NEAR((*d)->last_hidden()[i], net.hidden()[bi * g * kH + i], kServeTol) << "block " << bi << " value " << i;
     // Slot 0: same Markov input (the anchor), so logits and confidence agree too.
@@ -265,7 +265,7 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
     const std::vector<int32_t> prompt = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
     ASSERT_TRUE(d->begin(prompt, taps_for(10, store)).is_ok());
     spec::DraftResult out;
-    ASSERT_TRUE(d->draft({3, 10, 4, 0.0f, nullptr}, &out).is_ok());
+    ASSERT_TRUE(d->draft({3, 10, 4, {}, nullptr}, &out).is_ok());
     EXPECT_EQ(out.tokens, (std::vector<int32_t>{4, 1, 2, 3}));
     EXPECT_FALSE(d->last_backbone_ran());
     // The target accepts two: the history continues 3 4 1.
@@ -279,8 +279,8 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
     ASSERT_TRUE(on->begin(prompt, rows).is_ok());
     ASSERT_TRUE(off->begin(prompt, rows).is_ok());
     spec::DraftResult a, b;
-    ASSERT_TRUE(on->draft({16, 6, 4, 0.0f, nullptr}, &a).is_ok());
-    ASSERT_TRUE(off->draft({16, 6, 4, 0.0f, nullptr}, &b).is_ok());
+    ASSERT_TRUE(on->draft({16, 6, 4, {}, nullptr}, &a).is_ok());
+    ASSERT_TRUE(off->draft({16, 6, 4, {}, nullptr}, &b).is_ok());
     ASSERT_EQ(a.tokens.size(), 4u);
     EXPECT_TRUE(on->last_backbone_ran());
     EXPECT_EQ(a.tokens[0], b.tokens[0]);
