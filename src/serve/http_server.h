@@ -62,6 +62,7 @@ class HttpServer {
   int port_ = 0;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{1};
+  uint64_t id_salt_ = 0;  // random per process: response ids differ across restarts and replicas
   int64_t started_ = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "serve/openai_api.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -195,8 +196,6 @@ Check read_neutral(const std::string& k, const json& v) {
     if (!v.is_null() && !(v.is_string() && (v == "none" || v == "auto"))) return unsupported("tool calling");
   } else if (k == "response_format") {
     if (!v.is_null() && !(v.is_object() && v.contains("type") && v["type"] == "text")) return unsupported("a non-text response_format");
-  } else if (k == "stream_options") {
-    if (!v.is_null() && !v.is_object()) return wrong_type(k, "an object", v);
   } else if (k == "user" || k == "metadata" || k == "store" || k == "service_tier" || k == "parallel_tool_calls") {
     // Accepted and ignored: they change no output.
   } else {
@@ -216,6 +215,16 @@ Check read_field(Endpoint ep, const std::string& k, const json& v, GenRequest* r
     return read_prompt(v, r);
   } else if (k == "stream") {
     if (!v.is_null()) return read_bool(v, k, &r->stream);
+  } else if (k == "stream_options") {
+    if (v.is_null()) return std::nullopt;
+    if (!v.is_object()) return wrong_type(k, "an object", v);
+    for (const auto& [sk, sv] : v.items()) {
+      if (sk != "include_usage")
+        return bad_request("stream_options." + sk + ": unknown field (include_usage)", "stream_options." + sk,
+                           "unknown_field");
+      if (!sv.is_null())
+        if (Check c = read_bool(sv, "stream_options.include_usage", &r->include_usage)) return c;
+    }
   } else if (k == "max_tokens" || (chat && k == "max_completion_tokens")) {
     if (v.is_null()) return std::nullopt;
     int64_t n = 0;
@@ -370,8 +379,14 @@ json chat_final_chunk(const ResponseMeta& m, const std::string& finish_reason, c
   json j = base(m, "chat.completion.chunk");
   j["choices"] = json::array(
       {{{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_reason}}});
-  j["usage"] = usage_json(u);
   j["timings"] = timings_json(u);
+  return j;
+}
+
+json usage_chunk(const ResponseMeta& m, bool chat, const Usage& u) {
+  json j = base(m, chat ? "chat.completion.chunk" : "text_completion");
+  j["choices"] = json::array();
+  j["usage"] = usage_json(u);
   return j;
 }
 
@@ -384,7 +399,6 @@ json completion_chunk(const ResponseMeta& m, const std::string& text) {
 json completion_final_chunk(const ResponseMeta& m, const std::string& finish_reason, const Usage& u) {
   json j = base(m, "text_completion");
   j["choices"] = json::array({{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish_reason}}});
-  j["usage"] = usage_json(u);
   j["timings"] = timings_json(u);
   return j;
 }
@@ -395,8 +409,10 @@ std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 bool authorized(std::string_view header, std::string_view api_key) {
   if (api_key.empty()) return true;
-  constexpr std::string_view kBearer = "Bearer ";
-  if (header.size() != kBearer.size() + api_key.size() || header.substr(0, kBearer.size()) != kBearer) return false;
+  constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive (RFC 7235)
+  if (header.size() != kBearer.size() + api_key.size()) return false;
+  for (size_t i = 0; i < kBearer.size(); ++i)
+    if (std::tolower((unsigned char)header[i]) != kBearer[i]) return false;
   // Constant-time comparison of the key part.
   unsigned char diff = 0;
   for (size_t i = 0; i < api_key.size(); ++i) diff |= (unsigned char)(header[kBearer.size() + i] ^ api_key[i]);

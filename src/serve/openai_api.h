@@ -56,6 +56,7 @@ struct GenRequest {
   std::string prompt;                            // completions: text prompt
   std::vector<int32_t> prompt_tokens;            // completions: a token-id prompt (then prompt is "")
   bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a usage chunk (choices: []) before [DONE]
   std::optional<int64_t> max_tokens;             // max_tokens / max_completion_tokens, >= 1
   float temperature = 1.0f;                      // OpenAI default; [0, 2]
   float top_p = 1.0f;                            // (0, 1]
@@ -96,11 +97,14 @@ nlohmann::json chat_response(const ResponseMeta& m, const std::string& text, con
 nlohmann::json completion_response(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
                                    const Usage& u);
 // Stream chunks: a text delta (finish_reason null), the first chat chunk carries the role; the
-// final chunk has an empty delta, the finish reason and the usage.
+// final chunk has an empty delta, the finish reason and our timings. As OpenAI does, usage comes
+// only when the request asks (stream_options.include_usage), in a separate last chunk with
+// `choices: []` (usage_chunk).
 nlohmann::json chat_chunk(const ResponseMeta& m, const std::string& delta, bool first);
 nlohmann::json chat_final_chunk(const ResponseMeta& m, const std::string& finish_reason, const Usage& u);
 nlohmann::json completion_chunk(const ResponseMeta& m, const std::string& text);
 nlohmann::json completion_final_chunk(const ResponseMeta& m, const std::string& finish_reason, const Usage& u);
+nlohmann::json usage_chunk(const ResponseMeta& m, bool chat, const Usage& u);
 
 // "data: <json>\n\n" and "data: [DONE]\n\n". Invalid UTF-8 is replaced, never thrown.
 std::string sse_event(const nlohmann::json& j);

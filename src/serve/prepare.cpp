@@ -72,7 +72,7 @@ ApiResult<Prepared> prepare(const GenRequest& r, const tokenizer::SpmTokenizer& 
   if (want_spec && !m.has_drafter)
     return bad_request("speculative.enabled: this server runs without a drafter (started with --no-spec)",
                        "speculative.enabled", "unsupported_value");
-  p.params.gamma = r.speculative.num_draft_tokens.value_or(m.default_gamma);
+  p.params.gamma = std::min(r.speculative.num_draft_tokens.value_or(m.default_gamma), m.max_gamma);
   p.use_drafter = want_spec && p.params.gamma > 0;
   if (!p.use_drafter) p.params.gamma = 0;
   return p;

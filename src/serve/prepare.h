@@ -20,6 +20,7 @@ struct ServedModel {
   int64_t default_max_tokens = 512;   // when a request names no limit (capped by the context)
   bool has_drafter = false;
   int default_gamma = 5;
+  int max_gamma = 16;  // what the drafter can draft: larger speculative.num_draft_tokens are clamped
 };
 
 struct Prepared {

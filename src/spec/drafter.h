@@ -50,6 +50,9 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string kind() const = 0;
+  // The most tokens one draft() can propose (a request asking for more is clamped to this).
+  virtual int max_draft() const { return kMaxDraftDefault; }
+  static constexpr int kMaxDraftDefault = 16;
   // Tap points of the target this drafter needs (empty: none; the verify pays nothing).
   virtual std::vector<int> required_taps() const { return {}; }
   // A new request: prompt tokens [0, P) are committed in the target (P = prompt.size()); `taps`

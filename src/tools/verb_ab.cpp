@@ -6,12 +6,9 @@
 #include "core/threadpool.h"
 #include "tools/ab_run.h"
 #include "tools/args.h"
+#include "tools/registry.h"
 #include "tools/sampler_flags.h"
 #include "tools/verbs.h"
-
-#ifndef DSPARK_SOURCE_DIR
-#define DSPARK_SOURCE_DIR "."
-#endif
 
 namespace dspark::tools {
 
@@ -38,7 +35,8 @@ int verb_ab(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, spec_a, spec_b;
   std::vector<std::string> named_arms;
   AbOptions opt;
-  opt.plot_script = std::string(DSPARK_SOURCE_DIR) + "/scripts/plot_ab.py";
+  opt.plot_script = find_shipped("scripts", "plot_ab.py");
+  if (opt.plot_script.empty()) opt.plot_script = "scripts/plot_ab.py";
   AbSettings& s = opt.settings;
   SamplerFlags sf;
   int64_t max_tokens = s.max_tokens, repeats = 1, threads = ThreadPool::default_threads(), n_ctx = s.n_ctx;

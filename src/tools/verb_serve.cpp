@@ -165,6 +165,7 @@ int verb_serve(int argc, char** argv) {
 
   // Drafter: one per slot. DSpark weights are loaded once and shared; other kinds are cheap or mmap.
   serve::DrafterInfo dinfo;
+  int max_gamma = 0;
   serve::DrafterFactory factory;
   if (!no_spec) {
     DrafterOptions dopt = default_serve_drafter(lm->path);
@@ -193,6 +194,7 @@ int verb_serve(int argc, char** argv) {
       if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
     }
     dinfo = {first->kind, dopt.path, first->gamma, dopt.threshold};
+    max_gamma = std::max(first->gamma, first->drafter->max_draft());
     auto proto = std::make_shared<DrafterBundle>(std::move(first).value());
     auto used = std::make_shared<bool>(false);
     const LoadedModel* target = &*lm;
@@ -237,7 +239,8 @@ int verb_serve(int argc, char** argv) {
                             .n_ctx = n_ctx,
                             .default_max_tokens = default_max_tokens,
                             .has_drafter = !no_spec,
-                            .default_gamma = dinfo.gamma};
+                            .default_gamma = dinfo.gamma,
+                            .max_gamma = max_gamma};
   serve::HttpOptions hopt{.host = host,
                           .port = (int)port,
                           .api_key = api_key,

@@ -145,7 +145,7 @@ def run_checks(openai, port):
     drafter = (models[0].model_extra or {}).get("drafter")
     # The default drafter of gemma3-270m is the shipped one (drafters/gemma3-270m: DSpark + copy head).
     check(isinstance(drafter, dict) and drafter.get("kind") == "dspark"
-          and str(drafter.get("path", "")).endswith("drafters/gemma3-270m"), f"models: shipped drafter mounted ({drafter})")
+          and drafter.get("path") == "gemma3-270m", f"models: shipped drafter mounted, named without its path ({drafter})")
 
     # Chat, non-streamed, temperature 0: with and without speculation.
     msgs = [{"role": "user", "content": "List the first five prime numbers."}]
@@ -182,8 +182,15 @@ def run_checks(openai, port):
         if ch.usage:
             last_usage = ch.usage
     check("".join(parts) == ta, "chat stream: deltas join to the non-streamed answer")
-    check(finish in ("stop", "length") and last_usage is not None
-          and "speculation" in (last_usage.model_extra or {}), "chat stream: final chunk has finish_reason and usage")
+    check(finish in ("stop", "length") and last_usage is None, "chat stream: finish_reason, no usage unless asked")
+    # stream_options.include_usage: as OpenAI, a last chunk with choices [] and the usage.
+    chunks = list(client.chat.completions.create(model=mid, messages=msgs, max_tokens=24, temperature=0, stream=True,
+                                                 stream_options={"include_usage": True}))
+    last = chunks[-1]
+    check(last.choices == [] and last.usage is not None and "speculation" in (last.usage.model_extra or {})
+          and all(c.usage is None for c in chunks[:-1]), "chat stream: include_usage -> a separate usage chunk")
+    ids = {c.id for c in chunks}
+    check(len(ids) == 1 and len(next(iter(ids))) >= 30, f"chat stream: one random id per response {ids}")
 
     # Second turn reuses the first turn's KV.
     turn2 = msgs + [{"role": "assistant", "content": ta}, {"role": "user", "content": "And the next two?"}]
@@ -245,6 +252,7 @@ def run_checks(openai, port):
         ("unknown route", "/v1/embeddings", good, None, 404),
         ("completions without prompt", "/v1/completions", {"model": mid}, None, 400),
         ("bad speculative", chat, dict(good, speculative={"num_draft_tokens": 999}), None, 400),
+        ("bad stream_options", chat, dict(good, stream_options={"include_usage": "yes"}), None, 400),
     ]
     for name, path, body, raw, want in cases:
         status, resp = request("POST", port, path, body=body, headers=auth, raw=raw)
@@ -262,6 +270,29 @@ def run_checks(openai, port):
         check(False, "openai client: NotFoundError")
     except openai.NotFoundError:
         check(True, "openai client: NotFoundError for an unknown model")
+
+    # A POST that is not declared JSON (a form or text/plain from any web page) does not generate.
+    status, resp = request("POST", port, chat, body=good, headers=dict(auth, **{"Content-Type": "text/plain"}))
+    check(status == 415 and error_shape(resp) and resp["error"]["code"] == "unsupported_media_type",
+          f"content type: text/plain -> 415 ({status})")
+    status, resp = request("POST", port, chat, body=dict(good, max_tokens=2),
+                           headers=dict(auth, **{"Content-Type": "Application/JSON; charset=utf-8"}))
+    check(status == 200, f"content type: application/json with parameters -> 200 ({status})")
+    # Response ids differ between requests (random per process, not a counter).
+    r1 = request("POST", port, chat, body=dict(good, max_tokens=1), headers=auth)[1]
+    r2 = request("POST", port, chat, body=dict(good, max_tokens=1), headers=auth)[1]
+    check(r1["id"] != r2["id"] and r1["id"].startswith("chatcmpl-"), "ids: unique per response")
+    # num_draft_tokens beyond the drafter's block is clamped: per-position series stay bounded.
+    big = request("POST", port, chat, body=dict(good, max_tokens=8, speculative={"num_draft_tokens": 64}),
+                  headers=auth)[1]
+    npos = len(big.get("usage", {}).get("speculation", {}).get("accepted_by_pos", []))
+    check(0 < npos <= 16, f"num_draft_tokens 64 -> clamped ({npos} positions)")
+    # No server paths in the API.
+    ml = request("GET", port, "/v1/models", headers=auth)[1]
+    check("/" not in str((ml["data"][0].get("drafter") or {}).get("path", "")), "models: no server path")
+    # The Bearer scheme is case-insensitive.
+    check(request("GET", port, "/v1/models", headers={"Authorization": auth["Authorization"].replace("Bearer", "bearer")})[0]
+          == 200, "api key: 'bearer' accepted")
 
     # API key.
     status, resp = request("POST", port, chat, body=good)

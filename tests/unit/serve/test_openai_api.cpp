@@ -39,6 +39,7 @@ TEST(OpenAiApi, ParsesAChatRequest) {
   EXPECT_EQ(r.messages[1].content, "hi there");
   EXPECT_EQ(r.messages[2].role, "assistant");
   EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.temperature, 0.0f);
   EXPECT_EQ(r.top_p, 0.5f);
   EXPECT_EQ(r.max_tokens, 7);
@@ -216,7 +217,12 @@ TEST(OpenAiApi, ResponsesAndSse) {
   EXPECT_FALSE(chat_chunk(m, "h", false)["choices"][0]["delta"].contains("role"));
   const json f = chat_final_chunk(m, "length", u);
   EXPECT_EQ(f["choices"][0]["finish_reason"], "length");
-  EXPECT_TRUE(f.contains("usage"));
+  EXPECT_FALSE(f.contains("usage"));  // OpenAI: usage only in its own chunk, only when asked
+  const json uc = usage_chunk(m, true, u);
+  EXPECT_EQ(uc["object"], "chat.completion.chunk");
+  EXPECT_TRUE(uc["choices"].is_array() && uc["choices"].empty());
+  EXPECT_EQ(uc["usage"]["completion_tokens"], 1);
+  EXPECT_EQ(usage_chunk(m, false, u)["object"], "text_completion");
   EXPECT_EQ(completion_response(m, "x", "stop", u)["choices"][0]["text"], "x");
   EXPECT_EQ(completion_chunk(m, "y")["object"], "text_completion");
   const std::string ev = sse_event({{"a", "\xFF"}});
@@ -234,6 +240,27 @@ TEST(OpenAiApi, ApiKey) {
   EXPECT_FALSE(authorized("sk-1", "sk-1"));
   EXPECT_FALSE(authorized("", "sk-1"));
   EXPECT_FALSE(authorized("Bearer sk-11", "sk-1"));
+  EXPECT_TRUE(authorized("bearer sk-1", "sk-1"));  // the scheme is case-insensitive, the key is not
+  EXPECT_TRUE(authorized("BEARER sk-1", "sk-1"));
+  EXPECT_FALSE(authorized("Bearer SK-1", "sk-1"));
+  EXPECT_FALSE(authorized("Basic  sk-1", "sk-1"));
+}
+
+TEST(OpenAiApi, StreamOptions) {
+  auto parse = [](const std::string& body) { return parse_request(Endpoint::kChat, body); };
+  const std::string msgs = R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
+  auto a = parse("{" + msgs + R"(, "stream": true})");
+  ASSERT_TRUE(std::holds_alternative<GenRequest>(a));
+  EXPECT_FALSE(std::get<GenRequest>(a).include_usage);
+  auto b = parse("{" + msgs + R"(, "stream_options": {"include_usage": false}})");
+  ASSERT_TRUE(std::holds_alternative<GenRequest>(b));
+  EXPECT_FALSE(std::get<GenRequest>(b).include_usage);
+  auto c = parse("{" + msgs + R"(, "stream_options": {"include_usage": 1}})");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(c));
+  EXPECT_NE(std::get<ApiError>(c).param.find("include_usage"), std::string::npos);
+  auto d = parse("{" + msgs + R"(, "stream_options": {"bogus": true}})");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(d));
+  EXPECT_EQ(std::get<ApiError>(d).param, "stream_options.bogus");
 }
 
 }  // namespace

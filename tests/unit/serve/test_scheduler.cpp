@@ -264,7 +264,7 @@ TEST_F(SchedulerTiny, EngineErrorFailsOnlyThatJob) {
 
 TEST_F(SchedulerTiny, PrepareChecksModelContextAndSpec) {
   ServedModel m{.id = "tiny", .aliases = {"tiny.gguf"}, .n_ctx = 64, .default_max_tokens = 1000,
-                .has_drafter = true, .default_gamma = 5};
+                .has_drafter = true, .default_gamma = 5, .max_gamma = 7};
   GenRequest r;
   r.endpoint = Endpoint::kCompletion;
   r.model = "tiny";
@@ -309,6 +309,8 @@ TEST_F(SchedulerTiny, PrepareChecksModelContextAndSpec) {
   EXPECT_FALSE(std::get<Prepared>(prepare(r, *tok_, m, 0)).use_drafter);
   r.speculative = {.enabled = true, .num_draft_tokens = 3};
   EXPECT_EQ(std::get<Prepared>(prepare(r, *tok_, m, 0)).params.gamma, 3);
+  r.speculative = {.enabled = true, .num_draft_tokens = 64};  // more than the drafter can draft: clamped
+  EXPECT_EQ(std::get<Prepared>(prepare(r, *tok_, m, 0)).params.gamma, 7);
   m.has_drafter = false;
   auto nospec = prepare(r, *tok_, m, 0);
   ASSERT_TRUE(std::get_if<ApiError>(&nospec));
