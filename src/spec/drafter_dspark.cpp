@@ -229,8 +229,18 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   int32_t prev = req.pending;
   int taken = 0;
   for (int k = 0; k < n; ++k) {
-    const CopyProposal cp = opt_.copy ? copy_.propose() : CopyProposal{};
+    CopyProposal cp = opt_.copy ? copy_.propose() : CopyProposal{};
     const float* h_k = hidden_.data() + (size_t)k * (size_t)H;
+    if (cp.token >= 0 && !opt_.copy_only && !opt_.copy_first &&
+        copy_.schedule_confidence(cp.n) < copy_.schedule_confidence(0)) {
+      // The network is expected to beat this copy: it takes the slot if its pass has run or pays.
+      bool yield = backbone_ran_ || !schedule;
+      if (!yield) {
+        const double a = surv * copy_.schedule_confidence(0);
+        yield = (expected + a) / (bb_ms + vms[(size_t)k + 2]) > best_rate;
+      }
+      if (yield) cp = CopyProposal{};
+    }
     if (cp.token < 0 && opt_.copy_only) break;  // the copy head alone: no network slots
     if (cp.token < 0 && !backbone_ran_) {
       // Cost-aware: run the backbone only if the drafter's slots, as accepted so far, are

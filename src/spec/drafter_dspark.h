@@ -47,6 +47,11 @@ struct DSparkOptions {
   // backbone runs only when a slot has none. Its online acceptance estimate is the slot's c_k.
   bool copy = false;
   bool copy_only = false;  // with copy: never run the backbone (a slot without a match ends the draft)
+  // With copy: a match always takes its slot (the rule before 2026-12-01). Otherwise a copy whose
+  // estimated acceptance (for its match length; CopyHead::schedule_confidence, so kinds still being
+  // explored count as 1) is below the drafter's own slots' estimate yields the slot to the
+  // backbone, when a backbone pass pays (cost-aware schedule) or has already run.
+  bool copy_first = false;
   CopyHeadConfig copy_cfg;
 };
 

@@ -81,8 +81,7 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
       arm.drafter.schedule = value == "cost";
     } else if (key == "draft-copy") {
       DSPARK_RETURN_IF_ERROR(once(seen_copy));
-      if (value != "auto" && value != "on" && value != "off" && value != "only")
-        return Status::error(where + "draft-copy '" + value + "' is not auto, on, off or only");
+      if (Status st = check_draft_copy_mode(value); !st) return Status::error(where + st.message());
       arm.drafter.copy = value;
     } else {
       return Status::error(where + "unknown key '" + key + "' (draft-kind, draft-model, num-draft-tokens, "

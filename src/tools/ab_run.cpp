@@ -119,21 +119,30 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   // One drafter per arm, loaded before any timing; begin() resets it for every prompt.
   const size_t n_arms = opt.arms.size(), n_prompts = ids.size();
   std::vector<std::unique_ptr<DrafterBundle>> bundles(n_arms);
+  // The cost-aware schedule's verify-cost table is measured once and shared by every arm: the
+  // target is the same, and per-arm start-up timings differ by noise alone, which would make the
+  // arms draft to different lengths for no reason of their own.
+  constexpr int kMaxScheduledGamma = 7;  // the table covers at least a 7-slot block (gamma 0 = whole block)
+  int table_n = 0;
+  for (const ArmSpec& a : opt.arms)
+    if (!a.serial && a.drafter.schedule) table_n = std::max(table_n, std::max(a.drafter.gamma, kMaxScheduledGamma) + 1);
+  std::vector<double> shared_verify_ms;
+  if (table_n > 0) {
+    shared_verify_ms = measure_verify_ms(*lm.model, table_n, &pool);
+    std::string curve;
+    char buf[48];
+    for (size_t n = 1; n < shared_verify_ms.size(); ++n) {
+      std::snprintf(buf, sizeof buf, " %zu:%.1f", n, shared_verify_ms[n]);
+      curve += buf;
+    }
+    std::fprintf(stderr, "dspark ab: verify cost shared by the cost-aware arms, ms by tokens:%s\n", curve.c_str());
+  }
   for (size_t k = 0; k < n_arms; ++k) {
     AbArm arm{opt.arms[k]};
     if (!arm.spec.serial) {
       DrafterOptions d = arm.spec.drafter;
       d.n_ctx = set.n_ctx;
-      if (d.schedule) {
-        d.verify_ms = measure_verify_ms(*lm.model, std::max(d.gamma, 1) + 1, &pool);
-        std::string curve;
-        char buf[48];
-        for (size_t n = 1; n < d.verify_ms.size(); ++n) {
-          std::snprintf(buf, sizeof buf, " %zu:%.1f", n, d.verify_ms[n]);
-          curve += buf;
-        }
-        std::fprintf(stderr, "dspark ab: arm %s: verify cost, ms by tokens:%s\n", arm.spec.name.c_str(), curve.c_str());
-      }
+      if (d.schedule) d.verify_ms = shared_verify_ms;
       auto b = make_drafter(d, lm, &pool);
       if (!b) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), b.message().c_str()); return kExitBadInput; }
       bundles[k] = std::make_unique<DrafterBundle>(std::move(b).value());

@@ -17,8 +17,8 @@ namespace dspark::tools {
 namespace fs = std::filesystem;
 
 Status check_draft_copy_mode(const std::string& mode) {
-  if (mode == "auto" || mode == "on" || mode == "off" || mode == "only") return Status::ok();
-  return Status::error("--draft-copy must be auto, on, off or only, got '" + mode + "'");
+  if (mode == "auto" || mode == "on" || mode == "off" || mode == "only" || mode == "first") return Status::ok();
+  return Status::error("--draft-copy must be auto, on, off, only or first, got '" + mode + "'");
 }
 
 Result<std::string> detect_draft_kind(const std::string& path) {
@@ -58,7 +58,7 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
   DrafterBundle b;
   b.kind = kind;
   b.gamma = opt.gamma;
-  if (kind != "dspark" && (opt.copy == "on" || opt.copy == "only"))
+  if (kind != "dspark" && (opt.copy == "on" || opt.copy == "only" || opt.copy == "first"))
     return Status::error("--draft-copy " + opt.copy + " needs a DSpark drafter (the copy head is part of its sequential stage)");
   if (kind == "ngram") {
     if (!opt.path.empty()) std::fprintf(stderr, "warning: --draft-kind ngram ignores --draft-model\n");
@@ -91,8 +91,9 @@ Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel&
     else if (opt.gamma > 0 && opt.gamma < block)
       dopt.gamma = opt.gamma;
     const spec::DSparkConfig& cfg = (*d)->model().config();
-    dopt.copy = opt.copy == "on" || opt.copy == "only" || (opt.copy == "auto" && cfg.copy_head);
+    dopt.copy = opt.copy == "on" || opt.copy == "only" || opt.copy == "first" || (opt.copy == "auto" && cfg.copy_head);
     dopt.copy_only = opt.copy == "only";
+    dopt.copy_first = opt.copy == "first";
     dopt.copy_cfg.max_ngram = cfg.copy_max_ngram;
     dopt.copy_cfg.min_ngram = cfg.copy_min_ngram;
     dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;

@@ -272,6 +272,29 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
     ASSERT_TRUE(d->commit(std::vector<int32_t>{3, 4, 1}, 10, taps_for(3, store)).is_ok());
     EXPECT_EQ(d->stats()["copy_head"]["slots_copied_accepted"], 2u);
   }
+  {  // A copy expected to do worse than the drafter's own slots yields its slot to the backbone,
+     // unless the copy head goes first (draft-copy=first). Priors: drafter slots 0.9, 1-grams 0.1.
+    spec::DSparkOptions opt;
+    opt.copy = true;
+    opt.copy_cfg.prior_acceptance = {0.9, 0.1, 0.1, 0.1, 0.1};
+    auto yield = spec::DSparkDrafter::load(dir, spec::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+    opt.copy_first = true;
+    auto first = spec::DSparkDrafter::load(dir, spec::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+    auto off = load(false);
+    ASSERT_TRUE(yield.is_ok() && first.is_ok()) << yield.message() << first.message();
+    const std::vector<int32_t> prompt = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
+    const auto rows = taps_for(10, store);
+    for (auto* d : {&*yield.value(), &*first.value(), &*off}) ASSERT_TRUE(d->begin(prompt, rows).is_ok());
+    spec::DraftResult y, fi, o;
+    ASSERT_TRUE(yield.value()->draft({3, 10, 4, {}, nullptr}, &y).is_ok());
+    ASSERT_TRUE(first.value()->draft({3, 10, 4, {}, nullptr}, &fi).is_ok());
+    ASSERT_TRUE(off->draft({3, 10, 4, {}, nullptr}, &o).is_ok());
+    EXPECT_EQ(fi.tokens, (std::vector<int32_t>{4, 1, 2, 3}));
+    EXPECT_FALSE(first.value()->last_backbone_ran());
+    EXPECT_TRUE(yield.value()->last_backbone_ran());
+    ASSERT_FALSE(y.tokens.empty());
+    EXPECT_EQ(y.tokens[0], o.tokens[0]);  // slot 0 is the network's, as without the copy head
+  }
   {  // No earlier occurrence of the pending token: slot 0 is the drafter's, as without the copy head.
     auto on = load(true), off = load(false);
     const std::vector<int32_t> prompt = {10, 11, 12, 13, 14, 15};
