@@ -13,7 +13,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 build/release/dspark regen --out "$src" --export-ids "$tmp/$name.ids.safetensors"
 xz -9 -T1 -c "$tmp/$name.ids.safetensors" >"$tmp/$name.ids.safetensors.xz"
-python3 - "$src/manifest.json" "$tmp/$name.ids.safetensors" "$tmp/$name.ids.safetensors.xz" "$out/manifest.json" "$name" <<'PY'
+python3 - "$src/manifest.json" "$tmp/$name.ids.safetensors" "$tmp/$name.ids.safetensors.xz" "$out/$name.manifest.json" "$name" <<'PY'
 import hashlib, json, os, sys
 man, raw, xz, out, name = sys.argv[1:]
 m = json.load(open(man))
@@ -39,4 +39,4 @@ json.dump(j, open(out, "w"), indent=1)
 print(json.dumps({k: j[k] for k in ("sequences", "tokens", "response_tokens", "bytes_compressed")}))
 PY
 mv "$tmp/$name.ids.safetensors.xz" "$out/"
-echo "export_regen_ids: $out/$name.ids.safetensors.xz + $out/manifest.json"
+echo "export_regen_ids: $out/$name.ids.safetensors.xz + $out/$name.manifest.json"

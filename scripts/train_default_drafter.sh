@@ -12,7 +12,7 @@
 #   PROMPTS.jsonl  the training prompts (one {"turns": ["..."]} per line; the shipped drafter used
 #                  the 19,778-prompt training set described in data/regen-ids/README.md)
 #   WORK_DIR       default work/default-drafter (ignored by git)
-# Environment: REGEN_MORE=1 (decode beyond the committed ids), STEPS (default 1200), THREADS (default:
+# Environment: IDS (which committed ids to replay, default gemma3-270m-v2), REGEN_MORE=1 (decode beyond the committed ids), STEPS (default 1200), THREADS (default:
 # all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,10 +32,12 @@ mkdir -p "$work"
 regen=(regen -m gemma3-270m --prompts "$prompts" --taps 1,4,7,10,13,16 --top-k 32 --max-new 192 --batch 32
        --sampled-share 0.2 --temp 0.7 --seed 1 --threads "$threads" --out "$work/regen")
 
-ids_xz=data/regen-ids/gemma3-270m-v2.ids.safetensors.xz
+# IDS=gemma3-270m-v2 (default): the shipped drafter's 896 sequences; IDS=gemma3-270m-v3: 1,472 (a superset).
+ids_name="${IDS:-gemma3-270m-v2}"
+ids_xz=data/regen-ids/$ids_name.ids.safetensors.xz
 if [ -f "$ids_xz" ] && [ ! -f "$work/ids.done" ]; then
   echo "== 1a. replaying the committed token ids ($ids_xz)"
-  want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256_uncompressed"])' data/regen-ids/manifest.json)
+  want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256_uncompressed"])' "data/regen-ids/$ids_name.manifest.json")
   xz -dc "$ids_xz" >"$work/ids.safetensors"
   have=$(sha256sum "$work/ids.safetensors" | cut -d' ' -f1)
   [ "$have" = "$want" ] || { echo "train_default_drafter: $ids_xz: sha256 $have, manifest says $want" >&2; exit 2; }

@@ -93,7 +93,7 @@ async function send(text) {
   history.push({ role: "user", content: text });
   bubble("user", text);
   const out = bubble("assistant", "");
-  const body = { model: modelId, messages: history, stream: true,
+  const body = { model: modelId, messages: history, stream: true, stream_options: { include_usage: true },
                  temperature: parseFloat($("temp").value || "0"), max_tokens: parseInt($("maxtok").value || "256") };
   const spec = { enabled: $("spec").checked };
   if ($("gamma").value !== "") spec.num_draft_tokens = parseInt($("gamma").value);
@@ -119,7 +119,8 @@ async function send(text) {
         if (j.error) throw new Error(j.error.message);
         const c = j.choices && j.choices[0];
         if (c && c.delta && c.delta.content) { answer += c.delta.content; out.textContent = answer; }
-        if (j.usage) { usage = j.usage; timings = j.timings; }
+        if (j.usage) usage = j.usage;        // the last chunk (choices: []), as stream_options asks
+        if (j.timings) timings = j.timings;  // the chunk with the finish reason
       }
     }
     history.push({ role: "assistant", content: answer });
