@@ -60,8 +60,9 @@ int verb_bench(int argc, char** argv) {
             "Prefill speed over -p synthetic tokens and decode speed over -n greedy tokens after a short\n"
             "prompt; medians of --repeats runs. --verify-curve also times one forward of 1..K new tokens\n"
             "(all-position logits, as speculative verify needs) after --curve-ctx tokens of context.\n"
-            "With --temp > 0 each repeat also decodes the same prompt sampled (after the greedy run), and\n"
-            "the time of one sampled row (softmax, truncation, draw) is reported apart from the forward.");
+            "With --temp > 0 each repeat also decodes the same prompt sampled (greedy and sampled alternate\n"
+            "which runs first), and the time of one sampled row (softmax, truncation, draw) is reported\n"
+            "apart from the forward.");
   args.add("--model,-m", &model_spec, "registry name or GGUF path");
   args.add("--cache-dir", &cache, "model cache folder");
   args.add("--n-prompt,-p", &n_prompt, "prefill length in tokens (0 = skip)", 0, 1 << 16);
@@ -145,12 +146,12 @@ int verb_bench(int argc, char** argv) {
       pp_tok_s.push_back(n_prompt * 1e3 / ms_between(t0, Clock::now()));
     }
     if (n_gen > 0) {
-      double v = 0;
-      if (Status st = decode_run(false, &v); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
-      tg_tok_s.push_back(v);
-      if (sampled) {
-        if (Status st = decode_run(true, &v); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
-        tg_sampled_tok_s.push_back(v);
+      // Greedy and sampled alternate which runs first, repeat by repeat.
+      for (int k = 0; k < (sampled ? 2 : 1); ++k) {
+        const bool use_sampler = sampled && (k == 1) == (r % 2 == 0);
+        double v = 0;
+        if (Status st = decode_run(use_sampler, &v); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
+        (use_sampler ? tg_sampled_tok_s : tg_tok_s).push_back(v);
       }
     }
     bar.update((uint64_t)r + 1);
