@@ -228,27 +228,23 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   if (sampled) out->q.resize((size_t)n);
   int32_t prev = req.pending;
   int taken = 0;
+  // Cost-aware: a backbone pass at slot k pays if the drafter's slots, as accepted so far, are
+  // expected to raise the rate (its cost is known from earlier rounds).
+  auto backbone_pays = [&](int k) {
+    const double a = surv * copy_.schedule_confidence(0);
+    return (expected + a) / (bb_ms + vms[(size_t)k + 2]) > best_rate;
+  };
   for (int k = 0; k < n; ++k) {
     CopyProposal cp = opt_.copy ? copy_.propose() : CopyProposal{};
     const float* h_k = hidden_.data() + (size_t)k * (size_t)H;
     if (cp.token >= 0 && !opt_.copy_only && !opt_.copy_first &&
         copy_.schedule_confidence(cp.n) < copy_.schedule_confidence(0)) {
       // The network is expected to beat this copy: it takes the slot if its pass has run or pays.
-      bool yield = backbone_ran_ || !schedule;
-      if (!yield) {
-        const double a = surv * copy_.schedule_confidence(0);
-        yield = (expected + a) / (bb_ms + vms[(size_t)k + 2]) > best_rate;
-      }
-      if (yield) cp = CopyProposal{};
+      if (backbone_ran_ || !schedule || backbone_pays(k)) cp = CopyProposal{};
     }
     if (cp.token < 0 && opt_.copy_only) break;  // the copy head alone: no network slots
     if (cp.token < 0 && !backbone_ran_) {
-      // Cost-aware: run the backbone only if the drafter's slots, as accepted so far, are
-      // expected to pay for it (its cost is known from earlier rounds).
-      if (schedule) {
-        const double a = surv * copy_.schedule_confidence(0);
-        if (!((expected + a) / (bb_ms + vms[(size_t)k + 2]) > best_rate)) break;
-      }
+      if (schedule && !backbone_pays(k)) break;
       run_backbone(req.pending, n);
       // Bring the Markov state up to slot k (the RNN head's state runs through every slot).
       markov_.reset();

@@ -122,10 +122,10 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   // The cost-aware schedule's verify-cost table is measured once and shared by every arm: the
   // target is the same, and per-arm start-up timings differ by noise alone, which would make the
   // arms draft to different lengths for no reason of their own.
-  constexpr int kMaxScheduledGamma = 7;  // the table covers at least a 7-slot block (gamma 0 = whole block)
+  constexpr int kMinTableTokens = 7;  // the table covers at least a 7-slot block (gamma 0 = whole block)
   int table_n = 0;
   for (const ArmSpec& a : opt.arms)
-    if (!a.serial && a.drafter.schedule) table_n = std::max(table_n, std::max(a.drafter.gamma, kMaxScheduledGamma) + 1);
+    if (!a.serial && a.drafter.schedule) table_n = std::max(table_n, std::max(a.drafter.gamma, kMinTableTokens) + 1);
   std::vector<double> shared_verify_ms;
   if (table_n > 0) {
     shared_verify_ms = measure_verify_ms(*lm.model, table_n, &pool);
