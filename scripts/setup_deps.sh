@@ -3,7 +3,7 @@
 # are already installed are skipped, so a second run does nothing.
 set -euo pipefail
 pkgs=(build-essential cmake g++ git pkg-config
-      libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev
+      libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
       python3 python3-venv python3-pip
       clang libclang-rt-14-dev
       libopenblas-dev

@@ -1,13 +1,12 @@
 #include "serve/http_server.h"
 
-#include <httplib.h>
-
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "serve/web_ui.h"
 
@@ -20,14 +19,35 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(50);
 constexpr const char* kJson = "application/json";
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(error_json(e), kJson);
+HttpReply error_reply(const ApiError& e) {
+  HttpReply r;
+  r.status = e.status;
+  r.body = error_json(e);
+  return r;
 }
 
-void send_json(httplib::Response& res, const json& j, int status = 200) {
-  res.status = status;
-  res.set_content(dump(j), kJson);
+HttpReply json_reply(const json& j, int status = 200) {
+  HttpReply r;
+  r.status = status;
+  r.body = dump(j);
+  return r;
+}
+
+// The JSON error of an HTTP-level failure (http_listener.h), with a code per status.
+std::string http_error_body(int status, const std::string& message) {
+  const char* code = "invalid_http";
+  switch (status) {
+    case 408: code = "request_timeout"; break;
+    case 411: code = "length_required"; break;
+    case 413: code = "body_too_large"; break;
+    case 414: code = "uri_too_long"; break;
+    case 417: code = "expectation_failed"; break;
+    case 431: code = "headers_too_large"; break;
+    case 503: code = "too_many_connections"; break;
+    case 505: code = "http_version_not_supported"; break;
+    default: break;
+  }
+  return error_json({status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code});
 }
 
 const char* finish_reason(const Job& j) {
@@ -78,13 +98,23 @@ std::string public_name(const std::string& path) {
   return path.empty() ? path : std::filesystem::path(path).lexically_normal().filename().string();
 }
 
-std::string route_of(const httplib::Request& req) {
+std::string route_of(const HttpRequest* req) {
+  if (!req) return "other";
   static const char* kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
                                  "/stats", "/metrics", "/"};
   for (const char* r : kKnown)
-    if (req.path == r) return r;
-  if (req.path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+    if (req->path == r) return r;
+  if (req->path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
+}
+
+// The methods each route answers ("" = unknown route).
+std::string_view methods_of(std::string_view path) {
+  if (path == "/v1/chat/completions" || path == "/v1/completions") return "POST";
+  if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/health" || path == "/stats" ||
+      path == "/metrics" || path == "/")
+    return "GET, HEAD";
+  return "";
 }
 
 }  // namespace
@@ -92,217 +122,201 @@ std::string route_of(const httplib::Request& req) {
 HttpServer::HttpServer(const HttpOptions& opt, const ServedModel& model, const DrafterInfo& drafter,
                        const tokenizer::SpmTokenizer& tok, Scheduler& scheduler, Metrics& metrics)
     : opt_(opt), model_(model), drafter_(drafter), tok_(tok), scheduler_(scheduler), metrics_(metrics),
-      svr_(std::make_unique<httplib::Server>()), started_((int64_t)std::time(nullptr)) {
+      started_((int64_t)std::time(nullptr)) {
   std::random_device rd;
   id_salt_ = ((uint64_t)rd() << 32) ^ (uint64_t)rd() ^
              (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
-  routes();
+  HttpListenerOptions lo;
+  lo.host = opt_.host;
+  lo.port = opt_.port;
+  lo.limits.max_body_bytes = opt_.max_body_bytes;
+  lo.max_connections = opt_.http_threads;
+  listener_ = std::make_unique<HttpListener>(
+      lo, [this](const HttpRequest& req, HttpConn& conn) { return handle(req, conn); }, http_error_body,
+      [this](const HttpRequest* req, int status, size_t bytes) {
+        metrics_.count_request(route_of(req), status);
+        if (opt_.log_requests)
+          std::fprintf(stderr, "%s %s %d %zu bytes\n", req ? req->method.c_str() : "-", req ? req->path.c_str() : "-",
+                       status, bytes);
+      });
 }
 
 HttpServer::~HttpServer() = default;
 
-Status HttpServer::bind() {
-  if (opt_.port == 0) {
-    port_ = svr_->bind_to_any_port(opt_.host);
-    if (port_ <= 0) return Status::error("cannot bind " + opt_.host + " (any port)");
-  } else {
-    if (!svr_->bind_to_port(opt_.host, opt_.port))
-      return Status::error("cannot bind " + opt_.host + ":" + std::to_string(opt_.port) +
-                           " (in use, or not an address of this machine)");
-    port_ = opt_.port;
+Status HttpServer::bind() { return listener_->bind(); }
+void HttpServer::run() { listener_->run(); }
+void HttpServer::stop() { listener_->stop(); }
+
+bool HttpServer::wait_responses(std::chrono::milliseconds max) const {
+  const auto until = std::chrono::steady_clock::now() + max;
+  while (open_responses_.load() > 0) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return Status::ok();
+  return true;
 }
 
-void HttpServer::run() { svr_->listen_after_bind(); }
-void HttpServer::stop() { svr_->stop(); }
+json HttpServer::model_entry() const {
+  json d = nullptr;
+  if (!drafter_.kind.empty())
+    d = {{"kind", drafter_.kind}, {"path", public_name(drafter_.path)}, {"num_draft_tokens", drafter_.gamma},
+         {"threshold", drafter_.threshold}};
+  return json{{"id", model_.id}, {"object", "model"}, {"created", started_}, {"owned_by", "dspark"},
+              {"context_length", model_.n_ctx}, {"drafter", d}};
+}
 
-void HttpServer::routes() {
-  httplib::Server& s = *svr_;
-  const int n_threads = opt_.http_threads;
-  s.new_task_queue = [n_threads] { return new httplib::ThreadPool((size_t)n_threads); };
-  s.set_payload_max_length(opt_.max_body_bytes);
-  // Idle keep-alive connections hold a connection thread; a short timeout lets shutdown finish fast.
-  s.set_keep_alive_timeout(1);
-
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+HttpReply HttpServer::handle(const HttpRequest& req, HttpConn& conn) {
+  try {
+    const std::string_view allowed = methods_of(req.path);
+    if (allowed.empty())
+      return error_reply({404, "Unknown route " + req.method + " " + req.path.substr(0, 256) +
+                                   " (see GET /v1/models, POST /v1/chat/completions)",
+                          "invalid_request_error", "", "unknown_route"});
+    const bool method_ok = allowed == "POST" ? req.method == "POST" : req.method == "GET" || req.method == "HEAD";
+    if (!method_ok) {
+      HttpReply r = error_reply({405, "Method " + req.method.substr(0, 32) + " is not allowed on " + req.path +
+                                          " (allowed: " + std::string(allowed) + ")",
+                                 "invalid_request_error", "", "method_not_allowed"});
+      r.headers.emplace_back("Allow", std::string(allowed));
+      return r;
+    }
     const bool open = req.path == "/" || req.path == "/health";
-    if (open || authorized(req.get_header_value("Authorization"), opt_.api_key))
-      return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, {401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'", "invalid_request_error",
-                     "", "invalid_api_key"});
-    return httplib::Server::HandlerResponse::Handled;
-  });
+    if (!open && !authorized(req.header("authorization"), opt_.api_key))
+      return error_reply({401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'", "invalid_request_error",
+                          "", "invalid_api_key"});
 
-  // Any error status without a body (unknown route, body too large, bad request line) gets a JSON error.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e{res.status, "", "invalid_request_error", "", ""};
-    if (res.status == 404) {
-      e.message = "Unknown route " + req.method + " " + req.path + " (see GET /v1/models, POST /v1/chat/completions)";
-      e.code = "unknown_route";
-    } else if (res.status == 413) {
-      e.message = "The request body is too large";
-      e.code = "body_too_large";
+    if (req.path == "/health")
+      return draining_ ? json_reply({{"status", "shutting down"}}, 503) : json_reply({{"status", "ok"}});
+    if (req.path == "/v1/models") return json_reply({{"object", "list"}, {"data", json::array({model_entry()})}});
+    if (req.path.rfind("/v1/models/", 0) == 0) {
+      const std::string id = req.path.substr(std::string("/v1/models/").size());
+      if (id == model_.id) return json_reply(model_entry());
+      return error_reply(not_found("The model '" + id.substr(0, 256) + "' does not exist", "model_not_found"));
+    }
+    if (req.path == "/stats") {
+      json d = nullptr;
+      if (!drafter_.kind.empty())
+        d = {{"kind", drafter_.kind}, {"path", public_name(drafter_.path)}, {"num_draft_tokens", drafter_.gamma},
+             {"threshold", drafter_.threshold}};
+      json st = scheduler_.state();
+      json totals = metrics_.totals();
+      for (const char* k : {"entries", "bytes", "budget_bytes", "restores", "slot_tokens", "slot_bytes"})
+        totals["prompt_cache"][k] = st["cache"][k];
+      return json_reply({{"model", model_.id},
+                         {"n_ctx", model_.n_ctx},
+                         {"drafter", d},
+                         {"uptime_s", (int64_t)std::time(nullptr) - started_},
+                         {"totals", totals},
+                         {"queue", {{"waiting", st["queue"]}, {"max", st["max_queue"]}}},
+                         {"batching", st["batching"]},
+                         {"slots", st["slot_state"]}});
+    }
+    if (req.path == "/metrics") {
+      HttpReply r;
+      r.content_type = "text/plain; version=0.0.4";
+      r.body = metrics_.prometheus(scheduler_.state());
+      return r;
+    }
+    if (req.path == "/") {
+      HttpReply r;
+      r.content_type = "text/html; charset=utf-8";
+      r.body = std::string(kWebUiHtml);
+      return r;
+    }
+    return generation(req.path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletion, req, conn);
+  } catch (const std::exception& e) {
+    return error_reply(server_error(std::string("internal error: ") + e.what()));
+  }
+}
+
+HttpReply HttpServer::generation(Endpoint ep, const HttpRequest& req, HttpConn& conn) {
+  if (!is_json_content_type(std::string(req.header("content-type"))))
+    return error_reply({415, "Content-Type must be application/json (got '" +
+                                 std::string(req.header("content-type").substr(0, 64)) + "')",
+                        "invalid_request_error", "", "unsupported_media_type"});
+  auto parsed = parse_request(ep, req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_reply(*e);
+  const GenRequest& r = std::get<GenRequest>(parsed);
+  const uint64_t id = mix64(id_salt_ + next_id_++);
+  auto prepared = prepare(r, tok_, model_, id);
+  if (auto* e = std::get_if<ApiError>(&prepared)) return error_reply(*e);
+  Prepared& p = std::get<Prepared>(prepared);
+  if (draining_) return error_reply({503, "the server is shutting down", "server_error", "", "shutting_down"});
+
+  auto job = std::make_shared<Job>();
+  job->prompt = std::move(p.prompt);
+  job->params = std::move(p.params);
+  job->use_drafter = p.use_drafter;
+  switch (scheduler_.submit(job)) {
+    case Scheduler::Submit::kQueueFull:
+      return error_reply({429, "Too many requests: every slot is busy and the queue is full; retry later",
+                          "rate_limit_error", "", "queue_full"});
+    case Scheduler::Submit::kStopping:
+      return error_reply({503, "the server is shutting down", "server_error", "", "shutting_down"});
+    case Scheduler::Submit::kQueued: break;
+  }
+  char idbuf[40];
+  std::snprintf(idbuf, sizeof idbuf, "%016llx%016llx", (unsigned long long)id, (unsigned long long)mix64(id ^ id_salt_));
+  const ResponseMeta meta{std::string(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + idbuf,
+                          (int64_t)std::time(nullptr), model_.id};
+  // Counted until the response is written to the end, so a drain can wait for it (wait_responses).
+  struct Open {
+    std::atomic<int>& n;
+    explicit Open(std::atomic<int>& c) : n(c) { ++n; }
+    ~Open() { --n; }
+  };
+
+  if (!r.stream) {
+    Open open(open_responses_);
+    std::string ignored;
+    while (!job->wait(&ignored, kPoll)) {
+      // A client that closed its connection frees the slot before the slot's next step.
+      if (conn.client_gone()) job->cancel = true;
+    }
+    if (job->cancel && conn.client_gone()) return error_reply({499, "client closed the request", "invalid_request_error",
+                                                               "", "client_closed"});
+    if (!job->error.is_ok() || job->cancelled) return error_reply(job_failure(*job));
+    const Usage u = usage_of(*job);
+    return json_reply(ep == Endpoint::kChat ? chat_response(meta, job->result.out.text, finish_reason(*job), u)
+                                            : completion_response(meta, job->result.out.text, finish_reason(*job), u));
+  }
+
+  // Stream: one SSE event per piece of text, then the final chunk (finish reason + timings), the
+  // usage chunk when asked (stream_options.include_usage), then [DONE]. A client that goes away
+  // (a failed write, a reset) cancels the job, which frees the slot before its next step; a job
+  // cancelled by shutdown still ends with its error event and [DONE].
+  HttpReply reply;
+  reply.content_type = "text/event-stream";
+  reply.headers.emplace_back("Cache-Control", "no-cache");
+  reply.probe = ": ping\n\n";  // an SSE comment: clients ignore it
+  auto open = std::make_shared<Open>(open_responses_);
+  auto first = std::make_shared<bool>(true);
+  auto ended = std::make_shared<bool>(false);
+  reply.next = [job, meta, ep, first, ended, include_usage = r.include_usage](std::string* out) {
+    if (*ended) return false;
+    std::string text;
+    const bool finished = job->wait(&text, kPoll);
+    if (!text.empty()) {
+      *out += sse_event(ep == Endpoint::kChat ? chat_chunk(meta, text, *first) : completion_chunk(meta, text));
+      *first = false;
+    }
+    if (!finished) return true;
+    if (!job->error.is_ok() || job->cancelled) {
+      *out += sse_event(error_body(job_failure(*job)));
     } else {
-      e.message = "HTTP error " + std::to_string(res.status);
-      if (res.status >= 500) e.type = "server_error";
+      const Usage u = usage_of(*job);
+      *out += sse_event(ep == Endpoint::kChat ? chat_final_chunk(meta, finish_reason(*job), u)
+                                              : completion_final_chunk(meta, finish_reason(*job), u));
+      if (include_usage) *out += sse_event(usage_chunk(meta, ep == Endpoint::kChat, u));
     }
-    send_error(res, e);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, server_error("internal error: " + what));
-  });
-
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics_.count_request(route_of(req), res.status);
-    if (opt_.log_requests)
-      std::fprintf(stderr, "%s %s %d %zu bytes\n", req.method.c_str(), req.path.c_str(), res.status, res.body.size());
-  });
-
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining_) send_json(res, {{"status", "shutting down"}}, 503);
-    else send_json(res, {{"status", "ok"}});
-  });
-
-  auto model_entry = [this] {
-    json d = nullptr;
-    if (!drafter_.kind.empty())
-      d = {{"kind", drafter_.kind}, {"path", public_name(drafter_.path)}, {"num_draft_tokens", drafter_.gamma},
-           {"threshold", drafter_.threshold}};
-    return json{{"id", model_.id}, {"object", "model"}, {"created", started_}, {"owned_by", "dspark"},
-                {"context_length", model_.n_ctx}, {"drafter", d}};
+    *out += std::string(kSseDone);
+    *ended = true;
+    return false;
   };
-  s.Get("/v1/models", [model_entry](const httplib::Request&, httplib::Response& res) {
-    send_json(res, {{"object", "list"}, {"data", json::array({model_entry()})}});
-  });
-  s.Get(R"(/v1/models/(.+))", [this, model_entry](const httplib::Request& req, httplib::Response& res) {
-    const std::string id = req.matches[1];
-    if (id == model_.id) send_json(res, model_entry());
-    else send_error(res, not_found("The model '" + id + "' does not exist", "model_not_found"));
-  });
-
-  s.Get("/stats", [this](const httplib::Request&, httplib::Response& res) {
-    json d = nullptr;
-    if (!drafter_.kind.empty())
-      d = {{"kind", drafter_.kind}, {"path", public_name(drafter_.path)}, {"num_draft_tokens", drafter_.gamma},
-           {"threshold", drafter_.threshold}};
-    json st = scheduler_.state();
-    json totals = metrics_.totals();
-    for (const char* k : {"entries", "bytes", "budget_bytes", "restores", "slot_tokens", "slot_bytes"})
-      totals["prompt_cache"][k] = st["cache"][k];
-    send_json(res, {{"model", model_.id},
-                    {"n_ctx", model_.n_ctx},
-                    {"drafter", d},
-                    {"uptime_s", (int64_t)std::time(nullptr) - started_},
-                    {"totals", totals},
-                    {"queue", {{"waiting", st["queue"]}, {"max", st["max_queue"]}}},
-                    {"batching", st["batching"]},
-                    {"slots", st["slot_state"]}});
-  });
-
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.prometheus(scheduler_.state()), "text/plain; version=0.0.4");
-  });
-
-  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(std::string(kWebUiHtml), "text/html; charset=utf-8");
-  });
-
-  auto generation = [this](Endpoint ep) {
-    return [this, ep](const httplib::Request& req, httplib::Response& res) {
-      if (!is_json_content_type(req.get_header_value("Content-Type")))
-        return send_error(res, {415, "Content-Type must be application/json (got '" +
-                                         req.get_header_value("Content-Type").substr(0, 64) + "')",
-                                "invalid_request_error", "", "unsupported_media_type"});
-      auto parsed = parse_request(ep, req.body);
-      if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
-      const GenRequest& r = std::get<GenRequest>(parsed);
-      const uint64_t id = mix64(id_salt_ + next_id_++);
-      auto prepared = prepare(r, tok_, model_, id);
-      if (auto* e = std::get_if<ApiError>(&prepared)) return send_error(res, *e);
-      Prepared& p = std::get<Prepared>(prepared);
-      if (draining_) return send_error(res, {503, "the server is shutting down", "server_error", "", "shutting_down"});
-
-      auto job = std::make_shared<Job>();
-      job->prompt = std::move(p.prompt);
-      job->params = std::move(p.params);
-      job->use_drafter = p.use_drafter;
-      switch (scheduler_.submit(job)) {
-        case Scheduler::Submit::kQueueFull:
-          return send_error(res, {429, "Too many requests: every slot is busy and the queue is full; retry later",
-                                  "rate_limit_error", "", "queue_full"});
-        case Scheduler::Submit::kStopping:
-          return send_error(res, {503, "the server is shutting down", "server_error", "", "shutting_down"});
-        case Scheduler::Submit::kQueued: break;
-      }
-      char idbuf[40];
-      std::snprintf(idbuf, sizeof idbuf, "%016llx%016llx", (unsigned long long)id,
-                    (unsigned long long)mix64(id ^ id_salt_));
-      const ResponseMeta meta{std::string(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + idbuf,
-                              (int64_t)std::time(nullptr), model_.id};
-
-      if (!r.stream) {
-        std::string ignored;
-        while (!job->wait(&ignored, kPoll)) {
-        }
-        if (!job->error.is_ok() || job->cancelled) return send_error(res, job_failure(*job));
-        const Usage u = usage_of(*job);
-        send_json(res, ep == Endpoint::kChat ? chat_response(meta, job->result.out.text, finish_reason(*job), u)
-                                             : completion_response(meta, job->result.out.text, finish_reason(*job), u));
-        return;
-      }
-
-      // Stream: one SSE event per piece of text, then the final chunk (finish reason + timings), the
-      // usage chunk when asked (stream_options.include_usage), then
-      // [DONE]. A failed write means the client has gone: cancel, which frees the slot before its
-      // next step.
-      auto first = std::make_shared<bool>(true);
-      res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [job, meta, ep, first, include_usage = r.include_usage](size_t, httplib::DataSink& sink) {
-            std::string text;
-            const bool finished = job->wait(&text, kPoll);
-            auto write = [&](const std::string& s) {
-              if (!sink.write(s.data(), s.size())) job->cancel = true;
-              return !job->cancel;
-            };
-            if (!text.empty()) {
-              const json chunk = ep == Endpoint::kChat ? chat_chunk(meta, text, *first) : completion_chunk(meta, text);
-              *first = false;
-              if (!write(sse_event(chunk))) return false;
-            }
-            if (!finished) return sink.is_writable() || (job->cancel = true, false);
-            if (!job->error.is_ok() || job->cancelled) {
-              if (!write(sse_event(error_body(job_failure(*job))))) return false;
-            } else {
-              const Usage u = usage_of(*job);
-              const json fin = ep == Endpoint::kChat ? chat_final_chunk(meta, finish_reason(*job), u)
-                                                     : completion_final_chunk(meta, finish_reason(*job), u);
-              if (!write(sse_event(fin))) return false;
-              if (include_usage && !write(sse_event(usage_chunk(meta, ep == Endpoint::kChat, u)))) return false;
-            }
-            if (!write(std::string(kSseDone))) return false;
-            sink.done();
-            return true;
-          },
-          [job](bool success) {
-            if (!success) job->cancel = true;
-          });
-    };
+  reply.done = [job, open](bool complete) {
+    if (!complete) job->cancel = true;
   };
-  s.Post("/v1/chat/completions", generation(Endpoint::kChat));
-  s.Post("/v1/completions", generation(Endpoint::kCompletion));
+  return reply;
 }
 
 }  // namespace dspark::serve

@@ -1,22 +1,20 @@
-// The HTTP front of `dspark serve` (cpp-httplib): OpenAI routes, SSE streaming, API key,
-// body limit, JSON errors for every failure, /health, /stats, /metrics and the chat page at /.
-// Routes and their bodies: docs/SERVE.md. Request parsing lives in openai_api.h, request ->
-// job in prepare.h, generation in scheduler.h; this file only moves bytes between them.
+// The HTTP front of `dspark serve`: OpenAI routes, SSE streaming, API key, body limit, JSON
+// errors for every failure, /health, /stats, /metrics and the chat page at /. Routes and their
+// bodies: docs/SERVE.md. Sockets and HTTP framing live in http_listener.h, request parsing in
+// openai_api.h, request -> job in prepare.h, generation in scheduler.h; this file only routes.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "core/status.h"
+#include "serve/http_listener.h"
 #include "serve/metrics.h"
 #include "serve/prepare.h"
 #include "serve/scheduler.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace dspark::serve {
 
@@ -25,7 +23,7 @@ struct HttpOptions {
   int port = 8080;                    // 0 = any free port (see HttpServer::port)
   std::string api_key;                // empty: no key needed
   size_t max_body_bytes = 1 << 20;    // larger bodies get 413
-  int http_threads = 8;               // connection threads (streams hold one each)
+  int http_threads = 8;               // open connections (one thread each; streams hold one); more get 503
   bool log_requests = false;          // one line per request on stderr
 };
 
@@ -44,23 +42,29 @@ class HttpServer {
   ~HttpServer();
 
   Status bind();          // binds host:port; errors name them
-  int port() const { return port_; }
+  int port() const { return listener_->port(); }
   void run();             // serves until stop()
   void stop();
   // New generations get 503 from now on (shutdown has begun); /health says so.
   void set_draining() { draining_ = true; }
+  // Waits (up to `max`) until every generation response has been written to the end: streams
+  // send their last event, [DONE] and the closing chunk before stop() cuts connections. True if
+  // none is left.
+  bool wait_responses(std::chrono::milliseconds max) const;
 
  private:
-  void routes();
+  HttpReply handle(const HttpRequest& req, HttpConn& conn);
+  HttpReply generation(Endpoint ep, const HttpRequest& req, HttpConn& conn);
+  nlohmann::json model_entry() const;
   HttpOptions opt_;
   ServedModel model_;
   DrafterInfo drafter_;
   const tokenizer::SpmTokenizer& tok_;
   Scheduler& scheduler_;
   Metrics& metrics_;
-  std::unique_ptr<httplib::Server> svr_;
-  int port_ = 0;
+  std::unique_ptr<HttpListener> listener_;
   std::atomic<bool> draining_{false};
+  std::atomic<int> open_responses_{0};  // generation responses not yet fully written
   std::atomic<uint64_t> next_id_{1};
   uint64_t id_salt_ = 0;  // random per process: response ids differ across restarts and replicas
   int64_t started_ = 0;

@@ -293,10 +293,11 @@ ApiResult<GenRequest> parse_request(Endpoint ep, std::string_view body) {
     json j;
     try {
       j = json::parse(body.begin(), body.end());
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // syntax errors, and numbers too large for a double (out_of_range)
       return bad_request("invalid JSON body: " + strip_json_exception_prefix(e.what()), "", "invalid_json");
     }
-    if (!j.is_object()) return bad_request(std::string("the body must be a JSON object, got ") + type_name(j));
+    if (!j.is_object())
+      return bad_request(std::string("the body must be a JSON object, got ") + type_name(j), "", "invalid_type");
     GenRequest r;
     r.endpoint = ep;
     for (const auto& [k, v] : j.items())
@@ -309,7 +310,7 @@ ApiResult<GenRequest> parse_request(Endpoint ep, std::string_view body) {
       return bad_request("prompt: missing", "prompt", "missing_field");
     return r;
   } catch (const std::exception& e) {  // a JSON access we did not guard: still the request's fault
-    return bad_request(std::string("invalid request: ") + strip_json_exception_prefix(e.what()));
+    return bad_request(std::string("invalid request: ") + strip_json_exception_prefix(e.what()), "", "invalid_value");
   }
 }
 

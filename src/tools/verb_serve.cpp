@@ -117,7 +117,7 @@ int verb_serve(int argc, char** argv) {
            1 << 20);
   args.add("--prefill-chunk", &prefill_chunk, "prompt tokens per scheduling step (fairness between slots)", 1, 1 << 20);
   args.add("--drain-timeout", &drain_s, "seconds SIGTERM waits for running requests before cancelling them", 0, 3600);
-  args.add("--http-threads", &http_threads, "connection threads (default: parallel + max-queue + 4)", 0, 4096);
+  args.add("--http-threads", &http_threads, "open connections served at once, one thread each (default: 4 x (parallel + max-queue) + 32); more get 503", 0, 4096);
   args.add_flag("--no-batch", &no_batch, "verify each slot's round in its own forward (default: one forward_multi)");
   args.add_flag("--verbose,-v", &verbose, "log one line per HTTP request");
   if (Status st = args.parse(argc, argv, 2); !st) {
@@ -245,7 +245,7 @@ int verb_serve(int argc, char** argv) {
                           .port = (int)port,
                           .api_key = api_key,
                           .max_body_bytes = (size_t)max_body,
-                          .http_threads = (int)(http_threads > 0 ? http_threads : parallel + max_queue + 4),
+                          .http_threads = (int)(http_threads > 0 ? http_threads : 4 * (parallel + max_queue) + 32),
                           .log_requests = verbose};
   serve::HttpServer server(hopt, served, dinfo, *lm->tok, **sched, metrics);
   if (Status st = server.bind(); !st) {
@@ -263,7 +263,13 @@ int verb_serve(int argc, char** argv) {
     std::fprintf(stderr, "dspark serve: signal %d, draining (up to %llds) then exiting\n", sig, (long long)drain_s);
     server.set_draining();
     (*sched)->shutdown(std::chrono::seconds(drain_s));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let finished streams flush [DONE]
+    // Every job has now finished or been cancelled; let their responses be written to the end (a
+    // stream's last event, [DONE] and closing chunk) before stop() cuts the connections.
+    constexpr auto kFlush = std::chrono::seconds(3);
+    if (!server.wait_responses(kFlush))
+      std::fprintf(stderr, "dspark serve: some responses were still being written after %llds; closing them\n",
+                   (long long)std::chrono::duration_cast<std::chrono::seconds>(kFlush).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the last non-streamed bodies
     server.stop();
   });
 

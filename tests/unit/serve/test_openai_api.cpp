@@ -263,5 +263,17 @@ TEST(OpenAiApi, StreamOptions) {
   EXPECT_EQ(std::get<ApiError>(d).param, "stream_options.bogus");
 }
 
+TEST(OpenAiApi, NumberOverflowAndNonObjectBodiesHaveCodes) {
+  // A number too large for a double is a JSON error (nlohmann throws out_of_range, not parse_error).
+  ApiError e = bad(Endpoint::kCompletion, R"({"model": "m", "prompt": "a", "max_tokens": 1e999999})");
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.code, "invalid_json");
+  for (const char* body : {"[]", "1", "\"x\"", "null"}) {
+    e = bad(Endpoint::kChat, body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.code, "invalid_type") << body;
+  }
+}
+
 }  // namespace
 }  // namespace dspark::serve

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Live test of `dspark serve`'s HTTP layer as a hostile or careless client drives it.
+
+Usage: test_http.py DSPARK_BINARY   (model from $DSPARK_MODEL; the openai package for the drain part)
+
+On one server (1 slot): pipelined requests all answered in order; a client that half-closes
+after its request still gets the answer; Expect: 100-continue; malformed framing answered with a
+JSON error and its status (Content-Length -1 -> 400, oversized or too many headers -> 431,
+Transfer-Encoding -> 411, HTTP/2.0 -> 505, wrong method -> 405); JSON errors with codes (number
+overflow -> invalid_json, a non-object body -> invalid_type); abandoned non-streamed requests free
+the slot at once. Then graceful drain on SIGTERM with the official openai client: a stream that
+fits in --drain-timeout finishes normally; one that does not, and one still queued, end with an
+error event, [DONE] and a well-formed chunked body; the process exits 0.
+Exit 77 (ctest: skipped) without a model.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_server import SKIP, Server, check, failures, free_port  # noqa: E402
+
+HEADERS = b"Host: t\r\nContent-Type: application/json\r\n"
+
+
+def raw(port, data, half_close=False, wait=20.0):
+    """Sends bytes on a fresh connection, returns everything read until the server closes."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(data)
+    if half_close:
+        s.shutdown(socket.SHUT_WR)
+    s.settimeout(wait)
+    out = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+    except socket.timeout:
+        pass
+    s.close()
+    return out
+
+
+def post(path, body, extra=b""):
+    b = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return b"POST %s HTTP/1.1\r\n%s%sContent-Length: %d\r\n\r\n%s" % (path.encode(), HEADERS, extra, len(b), b)
+
+
+def statuses(resp):
+    """Final status codes of the responses in a byte stream (1xx interim responses skipped)."""
+    return [int(m) for m in re.findall(rb"HTTP/1\.1 ([2-5]\d\d) ", resp)]
+
+
+def json_code(resp):
+    body = resp.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in resp else b""
+    try:
+        return json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def http_checks(port, mid):
+    comp = {"model": mid, "prompt": "The capital of France is", "max_tokens": 3, "temperature": 0}
+    # Pipelining: three requests written at once, three answers in order.
+    r = raw(port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n" + post("/v1/completions", comp) +
+            b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    check(statuses(r) == [200, 200, 200] and r.count(b'"object":"list"') == 1, f"pipelined: 3 answers ({statuses(r)})")
+    # Half-close after the request: still answered (a 102 interim response may come first).
+    for i in range(3):
+        r = raw(port, post("/v1/completions", comp), half_close=True)
+        check(statuses(r) == [200] and b'"text"' in r, f"half-close {i + 1}: answered ({statuses(r)})")
+    # Expect: 100-continue.
+    s = socket.create_connection(("127.0.0.1", port))
+    body = json.dumps(comp).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\n%sExpect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (HEADERS, len(body)))
+    s.settimeout(5)
+    first = s.recv(100)
+    s.sendall(body)
+    rest = b""
+    while b'"text"' not in rest:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    s.close()
+    check(first.startswith(b"HTTP/1.1 100 Continue") and statuses(rest) == [200], "Expect: 100-continue")
+
+    bad = [
+        ("Content-Length: -1", b"POST /v1/completions HTTP/1.1\r\n" + HEADERS + b"Content-Length: -1\r\n\r\n{}", 400, "invalid_http"),
+        ("oversized header", b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "headers_too_large"),
+        ("200 headers", b"GET /health HTTP/1.1\r\nHost: t\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(200)) + b"\r\n",
+         431, "headers_too_large"),
+        ("Transfer-Encoding", b"POST /v1/completions HTTP/1.1\r\n" + HEADERS + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+         411, "length_required"),
+        ("HTTP/2.0", b"GET /health HTTP/2.0\r\nHost: t\r\n\r\n", 505, "http_version_not_supported"),
+        ("PUT /v1/models", b"PUT /v1/models HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 405, "method_not_allowed"),
+        ("number overflow", post("/v1/completions", b'{"model":"m","prompt":"a","max_tokens":1e999999}'), 400, "invalid_json"),
+        ("array body", post("/v1/completions", b"[]"), 400, "invalid_type"),
+        ("unknown route", b"GET /nope HTTP/1.1\r\nHost: t\r\n\r\n", 404, "unknown_route"),
+    ]
+    for what, data, status, code in bad:
+        r = raw(port, data, wait=5)
+        check(statuses(r) == [status] and json_code(r) == code, f"{what} -> {status} {code} ({statuses(r)}, {json_code(r)})")
+
+    # Abandoned non-streamed requests: the slot is free again at once.
+    long_req = post("/v1/completions", {"model": mid, "prompt": "Count from 1 to 1000:", "max_tokens": 400, "temperature": 0})
+    socks = []
+    for _ in range(2):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(long_req)
+        socks.append(s)
+    time.sleep(1.0)
+    for s in socks:
+        s.close()
+    t0 = time.time()
+    r = raw(port, post("/v1/completions", comp, b"Connection: close\r\n"), wait=60)
+    dt = time.time() - t0
+    check(statuses(r) == [200] and dt < 5.0, f"abandoned non-streamed requests free the slot (next answer in {dt:.1f} s)")
+
+
+def stream_raw(port, mid, max_tokens, out, key):
+    """A raw streamed completion: records whether the chunked body ended properly and what it held."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", "/v1/completions", headers={"Content-Type": "application/json"},
+              body=json.dumps({"model": mid, "prompt": "Write the numbers from 1 to 500, one per line:",
+                               "max_tokens": max_tokens, "temperature": 0, "stream": True}))
+    r = c.getresponse()
+    try:
+        body = r.read().decode()
+        out[key] = {"complete": True, "done": body.rstrip().endswith("data: [DONE]"), "error": '"error"' in body,
+                    "finish": '"finish_reason":"length"' in body or '"finish_reason":"stop"' in body}
+    except http.client.IncompleteRead:
+        out[key] = {"complete": False}
+
+
+def drain_checks(binary, model, openai):
+    # A stream that fits in the drain timeout finishes normally (openai client).
+    port = free_port()
+    srv = Server(binary, model, port, ["--parallel", "1", "--drain-timeout", "20"])
+    try:
+        srv.wait_healthy()
+        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
+        stream = client.completions.create(model=mid, prompt="Write the numbers from 1 to 500, one per line:",
+                                           max_tokens=24, temperature=0, stream=True)
+        first = next(iter(stream))
+        srv.proc.send_signal(signal.SIGTERM)
+        finish = None
+        try:
+            for ev in stream:
+                if ev.choices and ev.choices[0].finish_reason:
+                    finish = ev.choices[0].finish_reason
+        except Exception as e:  # noqa: BLE001
+            finish = repr(e)
+        check(first is not None and finish == "length", f"drain: a stream within --drain-timeout finishes ({finish})")
+        check(srv.proc.wait(timeout=30) == 0, "drain: exit 0")
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+
+    # Longer than the drain timeout: error event + [DONE] + a well-formed end, for the running
+    # stream and for a queued one; the openai client sees an APIError (not a broken connection).
+    port = free_port()
+    srv = Server(binary, model, port, ["--parallel", "1", "--drain-timeout", "1"])
+    try:
+        srv.wait_healthy()
+        res = {}
+        t = threading.Thread(target=stream_raw, args=(port, mid, 600, res, "running"))
+        t.start()
+        time.sleep(1.0)
+        q = threading.Thread(target=stream_raw, args=(port, mid, 600, res, "queued"))
+        q.start()
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
+        outcome = {}
+
+        def oa():
+            try:
+                for _ in client.completions.create(model=mid, prompt="Hello", max_tokens=600, temperature=0, stream=True):
+                    pass
+                outcome["r"] = "no error"
+            except openai.APIConnectionError as e:
+                outcome["r"] = f"connection error {e!r}"
+            except openai.APIError as e:
+                outcome["r"] = "APIError" if "shutting down" in str(e) else repr(e)
+
+        o = threading.Thread(target=oa)
+        o.start()
+        time.sleep(1.0)
+        srv.proc.send_signal(signal.SIGTERM)
+        for th in (t, q, o):
+            th.join(timeout=60)
+        for k in ("running", "queued"):
+            v = res.get(k, {})
+            check(v.get("complete") and v.get("done") and v.get("error"),
+                  f"drain: {k} stream past the timeout ends with an error event, [DONE] and a proper end ({v})")
+        check(outcome.get("r") == "APIError", f"drain: the openai client sees the error event ({outcome.get('r')})")
+        check(srv.proc.wait(timeout=30) == 0, "drain: exit 0 after cancelling")
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+
+
+def main():
+    if len(sys.argv) < 2:
+        print("usage: test_http.py DSPARK_BINARY", file=sys.stderr)
+        return 2
+    binary, model = sys.argv[1], os.environ.get("DSPARK_MODEL", "")
+    if not model or not os.path.isfile(model):
+        print("SKIP: set DSPARK_MODEL to the Gemma 3 270M GGUF")
+        return SKIP
+    try:
+        import openai
+    except ImportError:
+        print(f"SKIP: the openai package is not installed for {sys.executable}")
+        return SKIP
+    port = free_port()
+    srv = Server(binary, model, port, ["--parallel", "1"])
+    try:
+        srv.wait_healthy()
+        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
+        http_checks(port, mid)
+    except Exception as e:  # noqa: BLE001
+        check(False, f"exception {e!r}")
+    finally:
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.proc.wait(timeout=30)
+        if failures:
+            print("---- server log ----\n" + srv.tail())
+    try:
+        drain_checks(binary, model, openai)
+    except Exception as e:  # noqa: BLE001
+        check(False, f"drain exception {e!r}")
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
