@@ -166,6 +166,34 @@ json HttpServer::model_entry() const {
 }
 
 HttpReply HttpServer::handle(const HttpRequest& req, HttpConn& conn) {
+  HttpReply reply;
+  if (req.method == "OPTIONS" && !opt_.cors_origins.empty() && !methods_of(req.path).empty()) {
+    reply.status = 204;  // CORS preflight (no API key: browsers send none with it)
+    reply.headers.emplace_back("Access-Control-Allow-Methods", std::string(methods_of(req.path)) + ", OPTIONS");
+    reply.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Conversation-Id");
+    reply.headers.emplace_back("Access-Control-Max-Age", "600");
+  } else {
+    reply = route(req, conn);
+  }
+  add_cors(req, &reply);
+  return reply;
+}
+
+// Opt-in CORS (--cors-origin): the request's Origin is echoed when it is allowed.
+void HttpServer::add_cors(const HttpRequest& req, HttpReply* reply) const {
+  if (opt_.cors_origins.empty()) return;
+  const std::string origin(req.header("origin"));
+  if (origin.empty()) return;
+  for (const std::string& o : opt_.cors_origins) {
+    if (o == "*" || o == origin) {
+      reply->headers.emplace_back("Access-Control-Allow-Origin", o == "*" ? "*" : origin);
+      reply->headers.emplace_back("Vary", "Origin");
+      return;
+    }
+  }
+}
+
+HttpReply HttpServer::route(const HttpRequest& req, HttpConn& conn) {
   try {
     const std::string_view allowed = methods_of(req.path);
     if (allowed.empty())

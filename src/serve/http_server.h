@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "serve/http_listener.h"
@@ -22,6 +23,7 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                    // 0 = any free port (see HttpServer::port)
   std::string api_key;                // empty: no key needed
+  std::vector<std::string> cors_origins;  // browser origins allowed cross-origin ("*" = any); empty: no CORS
   size_t max_body_bytes = 1 << 20;    // larger bodies get 413
   int http_threads = 8;               // open connections (one thread each; streams hold one); more get 503
   bool log_requests = false;          // one line per request on stderr
@@ -54,6 +56,8 @@ class HttpServer {
 
  private:
   HttpReply handle(const HttpRequest& req, HttpConn& conn);
+  HttpReply route(const HttpRequest& req, HttpConn& conn);
+  void add_cors(const HttpRequest& req, HttpReply* reply) const;
   HttpReply generation(Endpoint ep, const HttpRequest& req, HttpConn& conn);
   nlohmann::json model_entry() const;
   HttpOptions opt_;

@@ -70,6 +70,25 @@ class OwningDrafter : public spec::Drafter {
   DrafterBundle b_;
 };
 
+// --cors-origin: comma-separated origins, each "*" or scheme://host[:port] (no path).
+Result<std::vector<std::string>> parse_origins(const std::string& list) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t comma = list.find(',', at);
+    std::string o = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? list.size() : comma + 1;
+    while (!o.empty() && o.back() == ' ') o.pop_back();
+    while (!o.empty() && o.front() == ' ') o.erase(o.begin());
+    const size_t scheme = o.find("://");
+    const bool ok = o == "*" || ((o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0) &&
+                                 o.size() > scheme + 3 && o.find('/', scheme + 3) == std::string::npos);
+    if (!ok) return Status::error("--cors-origin: '" + o + "' is not * or an origin like https://app.example[:port]");
+    out.push_back(o);
+  }
+  return out;
+}
+
 std::string model_id(const std::string& spec, const std::string& path) {
   if (find_model(spec)) return spec;
   return std::filesystem::path(path).stem().string();
@@ -78,7 +97,7 @@ std::string model_id(const std::string& spec, const std::string& path) {
 }  // namespace
 
 int verb_serve(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, draft_path, draft_kind;
+  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, draft_path, draft_kind, cors;
   DSparkMountFlags mount;
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
   int64_t n_draft = -1, max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
@@ -106,6 +125,9 @@ int verb_serve(int argc, char** argv) {
   args.add("--host", &host, "address to listen on (default: localhost only)");
   args.add("--port", &port, "TCP port (0: any free port, printed at start)", 0, 65535);
   args.add("--api-key", &api_key, "require 'Authorization: Bearer KEY' on /v1/*, /stats and /metrics");
+  args.add("--cors-origin", &cors,
+           "allow browser pages from these origins (comma-separated, e.g. https://app.example; * = any) to call "
+           "the API: CORS headers + OPTIONS preflight (default: none, browsers block cross-origin reads)");
   args.add("--parallel", &parallel, "generation slots (each its own KV cache and drafter)", 1, 256);
   args.add("--ctx", &n_ctx, "context size in tokens per slot", 16, 1 << 20);
   args.add("--max-queue", &max_queue, "requests waiting for a slot at most; more get HTTP 429", 0, 1 << 20);
@@ -133,6 +155,8 @@ int verb_serve(int argc, char** argv) {
     std::fprintf(stderr, "dspark serve: unexpected argument '%s'\n", args.positional()[0].c_str());
     return kExitBadInput;
   }
+  auto cors_origins = parse_origins(cors);
+  if (!cors_origins) { std::fprintf(stderr, "dspark serve: %s\n", cors_origins.message().c_str()); return kExitBadInput; }
   if (no_spec && (!draft_path.empty() || !draft_kind.empty())) {
     std::fprintf(stderr, "dspark serve: --no-spec cannot be combined with --draft-model or --draft-kind\n");
     return kExitBadInput;
@@ -244,6 +268,7 @@ int verb_serve(int argc, char** argv) {
   serve::HttpOptions hopt{.host = host,
                           .port = (int)port,
                           .api_key = api_key,
+                          .cors_origins = *cors_origins,
                           .max_body_bytes = (size_t)max_body,
                           .http_threads = (int)(http_threads > 0 ? http_threads : 4 * (parallel + max_queue) + 32),
                           .log_requests = verbose};

@@ -8,7 +8,7 @@ after its request still gets the answer; Expect: 100-continue; malformed framing
 JSON error and its status (Content-Length -1 -> 400, oversized or too many headers -> 431,
 Transfer-Encoding -> 411, HTTP/2.0 -> 505, wrong method -> 405); JSON errors with codes (number
 overflow -> invalid_json, a non-object body -> invalid_type); abandoned non-streamed requests free
-the slot at once. Then graceful drain on SIGTERM with the official openai client: a stream that
+the slot at once; CORS only when --cors-origin allows the page's origin. Then graceful drain on SIGTERM with the official openai client: a stream that
 fits in --drain-timeout finishes normally; one that does not, and one still queued, end with an
 error event, [DONE] and a well-formed chunked body; the process exits 0.
 Exit 77 (ctest: skipped) without a model.
@@ -126,6 +126,20 @@ def http_checks(port, mid):
     check(statuses(r) == [200] and dt < 5.0, f"abandoned non-streamed requests free the slot (next answer in {dt:.1f} s)")
 
 
+def cors_checks(port, cors_on):
+    pre = raw(port, b"OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n"
+                    b"Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n", wait=5)
+    get = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\nConnection: close\r\n\r\n", wait=5)
+    other = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nOrigin: https://evil.example\r\nConnection: close\r\n\r\n", wait=5)
+    acao = b"Access-Control-Allow-Origin: https://app.example"
+    if cors_on:
+        check(statuses(pre) == [204] and b"Access-Control-Allow-Methods: POST, OPTIONS" in pre and acao in pre,
+              "cors on: preflight 204 with the allowed origin")
+        check(acao in get and b"Access-Control-Allow-Origin" not in other, "cors on: only the allowed origin is echoed")
+    else:
+        check(statuses(pre) == [405] and b"Access-Control" not in pre + get, "cors off (default): no CORS headers, OPTIONS 405")
+
+
 def stream_raw(port, mid, max_tokens, out, key):
     """A raw streamed completion: records whether the chunked body ended properly and what it held."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -144,9 +158,10 @@ def stream_raw(port, mid, max_tokens, out, key):
 def drain_checks(binary, model, openai):
     # A stream that fits in the drain timeout finishes normally (openai client).
     port = free_port()
-    srv = Server(binary, model, port, ["--parallel", "1", "--drain-timeout", "20"])
+    srv = Server(binary, model, port, ["--parallel", "1", "--drain-timeout", "20", "--cors-origin", "https://app.example"])
     try:
         srv.wait_healthy()
+        cors_checks(port, True)
         mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
         stream = client.completions.create(model=mid, prompt="Write the numbers from 1 to 500, one per line:",
@@ -227,6 +242,7 @@ def main():
         srv.wait_healthy()
         mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
         http_checks(port, mid)
+        cors_checks(port, False)
     except Exception as e:  # noqa: BLE001
         check(False, f"exception {e!r}")
     finally:
