@@ -1,10 +1,7 @@
-// Arms of `dspark ab`: "serial", or a drafter config written as comma-separated key=value pairs
-// that mirror `dspark generate`'s drafter flags:
-//   draft-kind=auto|ngram|draft-model|dspark   (default auto: detected from draft-model)
-//   draft-model=PATH                           (GGUF or DSpark checkpoint dir; no commas)
-//   num-draft-tokens=G                         (0..64, default 5)
-//   draft-threshold=T                          (0..1, default 0)
-// e.g. "draft-kind=ngram,num-draft-tokens=3". Named arms are "NAME=SPEC" (--arm).
+// Arms of `dspark ab`: "serial", or a spec::SpecConfig written as comma-separated key=value pairs
+// whose keys are the verbs' drafter flags without "--" (spec::spec_keys(): draft-kind, draft-model,
+// num-draft-tokens, draft-threshold, draft-schedule, draft-copy, draft-quant), parsed by
+// spec::parse_spec, e.g. "draft-kind=ngram,num-draft-tokens=3". Named arms are "NAME=SPEC" (--arm).
 #pragma once
 
 #include <string>
@@ -18,7 +15,7 @@ struct ArmSpec {
   std::string name;        // label in tables and JSON
   std::string text;        // the SPEC as given
   bool serial = false;
-  DrafterOptions drafter;  // unused when serial
+  spec::SpecConfig drafter;  // unused when serial
 };
 
 // Parses SPEC; errors name the key or value.

@@ -14,6 +14,7 @@
 #include "core/threadpool.h"
 #include "tools/args.h"
 #include "tools/arm_run.h"
+#include "tools/draft_quant.h"
 #include "tools/progress.h"
 
 extern char** environ;
@@ -125,7 +126,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   constexpr int kMinTableTokens = 7;  // the table covers at least a 7-slot block (gamma 0 = whole block)
   int table_n = 0;
   for (const ArmSpec& a : opt.arms)
-    if (!a.serial && a.drafter.schedule) table_n = std::max(table_n, std::max(a.drafter.gamma, kMinTableTokens) + 1);
+    if (!a.serial && a.drafter.schedule == "cost") table_n = std::max(table_n, std::max(a.drafter.gamma, kMinTableTokens) + 1);
   std::vector<double> shared_verify_ms;
   if (table_n > 0) {
     shared_verify_ms = measure_verify_ms(*lm.model, table_n, &pool);
@@ -140,10 +141,13 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   for (size_t k = 0; k < n_arms; ++k) {
     AbArm arm{opt.arms[k]};
     if (!arm.spec.serial) {
-      DrafterOptions d = arm.spec.drafter;
-      d.n_ctx = set.n_ctx;
-      if (d.schedule) d.verify_ms = shared_verify_ms;
-      auto b = make_drafter(d, lm, &pool);
+      spec::SpecConfig d = arm.spec.drafter;
+      auto q = resolve_draft_quant_for(d.kind, d.model, d.quant, *lm.model, resolve_cache_dir(""), &pool);
+      if (!q) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), q.message().c_str()); return kExitBadInput; }
+      d.model = *q;
+      DrafterRuntime rt{.n_ctx = set.n_ctx, .verify_ms = {}};
+      if (d.schedule == "cost") rt.verify_ms = shared_verify_ms;
+      auto b = make_drafter(d, rt, lm, &pool);
       if (!b) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), b.message().c_str()); return kExitBadInput; }
       bundles[k] = std::make_unique<DrafterBundle>(std::move(b).value());
       arm.kind = bundles[k]->kind;

@@ -23,6 +23,16 @@ void Args::add(const std::string& names, std::string* out, const std::string& he
   o.set = [out](const std::string&, const std::string& v) { *out = v; return Status::ok(); };
 }
 
+void Args::add_custom(const std::string& names, const std::string& help, const std::string& default_text,
+                      std::function<Status(const std::string& value)> set) {
+  Opt& o = make(names, help);
+  o.default_text = default_text;
+  o.set = [set = std::move(set)](const std::string& name, const std::string& v) {
+    if (Status st = set(v); !st) return Status::error(name + ": " + st.message());
+    return Status::ok();
+  };
+}
+
 void Args::add(const std::string& names, int64_t* out, const std::string& help, int64_t lo, int64_t hi) {
   Opt& o = make(names, help);
   o.default_text = std::to_string(*out);

@@ -22,6 +22,9 @@ class Args {
   void add(const std::string& names, double* out, const std::string& help, double lo, double hi);
   void add_flag(const std::string& names, bool* out, const std::string& help);
   void add_list(const std::string& names, std::vector<std::string>* out, const std::string& help);
+  // A flag whose value `set` validates and stores (its error is prefixed with the flag's name).
+  void add_custom(const std::string& names, const std::string& help, const std::string& default_text,
+                  std::function<Status(const std::string& value)> set);
 
   // Parses argv[first..]. Returns an error for unknown flags, missing or bad values.
   Status parse(int argc, char** argv, int first);

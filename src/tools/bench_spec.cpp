@@ -1,5 +1,7 @@
 #include "tools/bench_spec.h"
 
+#include "tools/spec_flags.h"
+
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -36,7 +38,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
   const bool greedy = opt.sampler.temperature <= 0;
 
   // One drafter per run: begin() resets its state for every prompt, weights load once.
-  auto bundle = make_drafter(opt.drafter, lm, &pool);
+  auto bundle = mount_drafter(opt.drafter, 4096, lm, resolve_cache_dir(""), &pool);
   if (!bundle) { std::fprintf(stderr, "dspark bench: %s\n", bundle.message().c_str()); return kExitBadInput; }
   const std::string kind = bundle->kind;
 
@@ -82,7 +84,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
     cats[cat] = {{"serial_tok_s", s.tok_s()}, {"spec_tok_s", sp.tok_s()}, {"speedup", s.ms / sp.ms},
                  {"tau", st.tau()}, {"acceptance_rate", st.acceptance_rate()}};
   }
-  nlohmann::json j = {{"drafter", kind}, {"gamma", opt.drafter.gamma}, {"prompts", n_run}, {"gen_tokens", opt.n_gen},
+  nlohmann::json j = {{"drafter", kind}, {"gamma", bundle->gamma}, {"prompts", n_run}, {"gen_tokens", opt.n_gen},
                       {"threads", opt.threads}, {"serial_tok_s", serial_all.tok_s()}, {"spec_tok_s", spec_all.tok_s()},
                       {"speedup", serial_all.ms / spec_all.ms}, {"identical_outputs", greedy ? nlohmann::json(identical) : nlohmann::json()},
                       {"sampler", {{"temperature", opt.sampler.temperature}, {"top_k", opt.sampler.top_k},
@@ -93,7 +95,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
     return 0;
   }
   std::printf("serial vs %s (gamma %d, temperature %g, top-k %d, top-p %g, min-p %g), %d prompts x %lld tokens, %lld threads, arms alternated per prompt\n\n",
-              kind.c_str(), opt.drafter.gamma, opt.sampler.temperature, opt.sampler.top_k, opt.sampler.top_p,
+              kind.c_str(), bundle->gamma, opt.sampler.temperature, opt.sampler.top_k, opt.sampler.top_p,
               opt.sampler.min_p, n_run, (long long)opt.n_gen, (long long)opt.threads);
   std::printf("| category | serial tok/s | spec tok/s | speedup | tau | acceptance |\n|---|---|---|---|---|---|\n");
   for (const auto& [cat, c] : cats.items())

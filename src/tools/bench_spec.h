@@ -18,7 +18,7 @@ struct BenchSpecOptions {
   bool chat = true;
   bool json = false;
   int64_t threads = 2;
-  DrafterOptions drafter;
+  spec::SpecConfig drafter;
   sample::SamplerConfig sampler;  // seed: prompt i uses seed + i in both arms
 };
 

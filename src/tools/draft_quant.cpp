@@ -29,21 +29,6 @@ Status check_quant_mode(const std::string& mode) {
 
 }  // namespace
 
-void add_dspark_mount_flags(Args& args, DSparkMountFlags* f) {
-  args.add("--draft-quant", &f->quant, "dspark: auto (convert an unquantized drafter once to the recommended\n"
-           "rung, cached beside it; docs/QUANT-FORMAT.md) or none (load it as given)");
-  args.add("--draft-copy", &f->copy, "dspark copy head (prompt lookup in the sequential stage): auto (as the\n"
-           "drafter's config says), on, off, only (the copy head alone: the network never runs, a\n"
-           "slot without a lookup match ends the draft: the ablation arm for the network's part), or first\n"
-           "(a match always takes its slot; on/auto let a copy whose estimated acceptance is below the\n"
-           "network's yield the slot to the network)");
-}
-
-Status check_dspark_mount_flags(const DSparkMountFlags& f) {
-  DSPARK_RETURN_IF_ERROR(check_quant_mode(f.quant));
-  return check_draft_copy_mode(f.copy);
-}
-
 Result<std::string> resolve_draft_quant(const std::string& dir, const std::string& mode, const model::Gemma3Model& target,
                                         const std::string& cache_dir, ThreadPool* pool,
                                         const std::string& recommendation) {

@@ -17,19 +17,8 @@
 #include "core/status.h"
 #include "core/threadpool.h"
 #include "model/gemma3.h"
-#include "tools/args.h"
 
 namespace dspark::tools {
-
-// The DSpark mounting flags `generate` and `serve` share: --draft-quant auto|none and
-// --draft-copy auto|on|off (the copy head, DSparkOptions::copy).
-struct DSparkMountFlags {
-  std::string quant = "auto";
-  std::string copy = "auto";
-};
-void add_dspark_mount_flags(Args& args, DSparkMountFlags* f);
-// Checks both values (call before the model loads: bad flags cost nothing).
-Status check_dspark_mount_flags(const DSparkMountFlags& f);
 
 // The directory to load for `dir` under `mode` ("auto" | "none"); `cache_dir` = the dspark cache.
 // Only DSpark checkpoint directories are touched (kind "dspark", or "auto" detecting one).

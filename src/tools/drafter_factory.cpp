@@ -16,11 +16,6 @@ namespace dspark::tools {
 
 namespace fs = std::filesystem;
 
-Status check_draft_copy_mode(const std::string& mode) {
-  if (mode == "auto" || mode == "on" || mode == "off" || mode == "only" || mode == "first") return Status::ok();
-  return Status::error("--draft-copy must be auto, on, off, only or first, got '" + mode + "'");
-}
-
 Result<std::string> detect_draft_kind(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
@@ -44,72 +39,105 @@ Result<std::string> detect_draft_kind(const std::string& path) {
   return Status::error(path + ": no such drafter file or directory");
 }
 
-Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel& target, ThreadPool* pool) {
-  if (opt.gamma < 0) return Status::error("--num-draft-tokens must be >= 0");
-  if (!(opt.threshold >= 0.0 && opt.threshold <= 1.0))
-    return Status::error("--draft-threshold must be in [0, 1], got " + std::to_string(opt.threshold));
-  std::string kind = opt.kind;
+namespace {
+
+Result<DrafterBundle> open_ngram(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel&, ThreadPool*) {
+  DrafterBundle b;
+  b.kind = "ngram";
+  b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
+  b.drafter = std::make_unique<spec::NgramDrafter>();
+  return b;
+}
+
+Result<DrafterBundle> open_draft_model(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+                                       ThreadPool* pool) {
+  auto lm = load_model(c.model, "");
+  if (!lm) return Status::error("draft model: " + lm.message());
+  DSPARK_RETURN_IF_ERROR(spec::check_same_vocab(*target.tok, *lm->tok));
+  DrafterBundle b;
+  b.kind = "draft-model";
+  b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
+  b.draft_model = std::make_unique<LoadedModel>(std::move(lm).value());
+  b.drafter = std::make_unique<spec::ModelDrafter>(*b.draft_model->model,
+                                                   model::SessionOptions{.n_ctx = rt.n_ctx, .max_batch = 512}, pool);
+  return b;
+}
+
+Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+                                  ThreadPool* pool) {
+  spec::DSparkOptions dopt;
+  dopt.threshold = (float)c.threshold;
+  dopt.ctx_reserve = rt.n_ctx;
+  dopt.schedule = c.schedule == "cost";
+  dopt.verify_ms = rt.verify_ms;
+  auto d = spec::DSparkDrafter::load(c.model, *target.model, dopt, pool);  // gamma = block_size
+  if (!d) return d.status();
+  const int block = (*d)->gamma();
+  if (c.gamma > block)
+    std::fprintf(stderr, "warning: num-draft-tokens %d exceeds the drafter's block_size %d; using %d\n", c.gamma, block,
+                 block);
+  else if (c.gamma > 0 && c.gamma < block)
+    dopt.gamma = c.gamma;
+  const spec::DSparkConfig& cfg = (*d)->model().config();
+  dopt.copy = c.copy == "on" || c.copy == "only" || c.copy == "first" || (c.copy == "auto" && cfg.copy_head);
+  dopt.copy_only = c.copy == "only";
+  dopt.copy_first = c.copy == "first";
+  dopt.copy_cfg.max_ngram = cfg.copy_max_ngram;
+  dopt.copy_cfg.min_ngram = cfg.copy_min_ngram;
+  dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;
+  dopt.copy_cfg.prior_weight = cfg.copy_prior_weight;
+  if (dopt.gamma != 0 || dopt.copy) {
+    d = spec::DSparkDrafter::create((*d)->shared_model(), dopt, pool);
+    if (!d) return d.status();
+  }
+  // The cost-aware schedule of sampled requests decides from constants: time the backbone once
+  // (a drafter created with a known draft_ms, e.g. per serve slot, skips this).
+  if (dopt.schedule && dopt.draft_ms <= 0 && !dopt.verify_ms.empty()) (*d)->calibrate_draft_ms();
+  DrafterBundle b;
+  b.kind = "dspark";
+  b.gamma = (*d)->gamma();
+  b.drafter = std::move(d).value();
+  return b;
+}
+
+const DrafterKind kKinds[] = {
+    {"ngram", "prompt lookup over the context (no weights)", false, open_ngram},
+    {"draft-model", "a smaller GGUF model with the target's vocabulary", true, open_draft_model},
+    {"dspark", "a DSpark checkpoint (DeepSpec format) reading the target's hidden states", true, open_dspark},
+};
+
+}  // namespace
+
+std::span<const DrafterKind> drafter_kinds() { return kKinds; }
+
+Status check_drafter_kind(const std::string& kind) {
+  std::string names = "auto";
+  for (const DrafterKind& k : kKinds) {
+    if (kind == k.name) return Status::ok();
+    names += std::string(", ") + k.name;
+  }
+  if (kind == "auto") return Status::ok();
+  return Status::error("draft-kind: '" + kind + "' is not one of " + names);
+}
+
+Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+                                   ThreadPool* pool) {
+  DSPARK_RETURN_IF_ERROR(spec::check_spec(c));
+  std::string kind = c.kind;
   if (kind == "auto") {
-    if (opt.path.empty()) return Status::error("--draft-kind auto needs --draft-model PATH (or use --draft-kind ngram)");
-    auto k = detect_draft_kind(opt.path);
+    auto k = detect_draft_kind(c.model);
     if (!k) return k.status();
     kind = *k;
   }
-  DrafterBundle b;
-  b.kind = kind;
-  b.gamma = opt.gamma;
-  if (kind != "dspark" && (opt.copy == "on" || opt.copy == "only" || opt.copy == "first"))
-    return Status::error("--draft-copy " + opt.copy + " needs a DSpark drafter (the copy head is part of its sequential stage)");
-  if (kind == "ngram") {
-    if (!opt.path.empty()) std::fprintf(stderr, "warning: --draft-kind ngram ignores --draft-model\n");
-    b.drafter = std::make_unique<spec::NgramDrafter>();
-    return b;
+  DSPARK_RETURN_IF_ERROR(check_drafter_kind(kind));
+  for (const DrafterKind& k : kKinds) {
+    if (kind != k.name) continue;
+    if (kind != "dspark" && (c.copy == "on" || c.copy == "only" || c.copy == "first"))
+      return Status::error("draft-copy " + c.copy + " needs a DSpark drafter (the copy head is part of its sequential stage)");
+    if (k.needs_model && c.model.empty()) return Status::error("draft-kind " + kind + " needs draft-model=PATH");
+    return k.open(c, rt, target, pool);
   }
-  if (opt.path.empty()) return Status::error("--draft-kind " + kind + " needs --draft-model PATH");
-  if (kind == "draft-model") {
-    auto lm = load_model(opt.path, "");
-    if (!lm) return Status::error("draft model: " + lm.message());
-    DSPARK_RETURN_IF_ERROR(spec::check_same_vocab(*target.tok, *lm->tok));
-    b.draft_model = std::make_unique<LoadedModel>(std::move(lm).value());
-    b.drafter = std::make_unique<spec::ModelDrafter>(*b.draft_model->model,
-                                                     model::SessionOptions{.n_ctx = opt.n_ctx, .max_batch = 512}, pool);
-    return b;
-  }
-  if (kind == "dspark") {
-    spec::DSparkOptions dopt;
-    dopt.threshold = (float)opt.threshold;
-    dopt.ctx_reserve = opt.n_ctx;
-    dopt.schedule = opt.schedule;
-    dopt.verify_ms = opt.verify_ms;
-    DSPARK_RETURN_IF_ERROR(check_draft_copy_mode(opt.copy));
-    auto d = spec::DSparkDrafter::load(opt.path, *target.model, dopt, pool);  // gamma = block_size
-    if (!d) return d.status();
-    const int block = (*d)->gamma();
-    if (opt.gamma > block)
-      std::fprintf(stderr, "warning: --num-draft-tokens %d exceeds the drafter's block_size %d; using %d\n", opt.gamma,
-                   block, block);
-    else if (opt.gamma > 0 && opt.gamma < block)
-      dopt.gamma = opt.gamma;
-    const spec::DSparkConfig& cfg = (*d)->model().config();
-    dopt.copy = opt.copy == "on" || opt.copy == "only" || opt.copy == "first" || (opt.copy == "auto" && cfg.copy_head);
-    dopt.copy_only = opt.copy == "only";
-    dopt.copy_first = opt.copy == "first";
-    dopt.copy_cfg.max_ngram = cfg.copy_max_ngram;
-    dopt.copy_cfg.min_ngram = cfg.copy_min_ngram;
-    dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;
-    dopt.copy_cfg.prior_weight = cfg.copy_prior_weight;
-    if (dopt.gamma != 0 || dopt.copy) {
-      d = spec::DSparkDrafter::create((*d)->shared_model(), dopt, pool);
-      if (!d) return d.status();
-    }
-    // The cost-aware schedule of sampled requests decides from constants: time the backbone once
-    // (a drafter created with a known draft_ms, e.g. per serve slot, skips this).
-    if (dopt.schedule && dopt.draft_ms <= 0 && !dopt.verify_ms.empty()) (*d)->calibrate_draft_ms();
-    b.gamma = (*d)->gamma();
-    b.drafter = std::move(d).value();
-    return b;
-  }
-  return Status::error("unknown --draft-kind '" + kind + "' (auto, ngram, draft-model, dspark)");
+  return Status::error("draft-kind: '" + kind + "' has no opener");
 }
 
 std::vector<double> measure_verify_ms(const model::Gemma3Model& model, int n_max, ThreadPool* pool) {

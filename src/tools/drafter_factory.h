@@ -1,10 +1,12 @@
-// Builds the drafter a command asked for: --draft-kind ngram | draft-model | dspark | auto.
+// Builds the drafter a spec::SpecConfig asks for, through the registry of drafter kinds
+// (drafter_kinds(): ngram | draft-model | dspark; auto detects one from the path).
 // `auto` detects the kind from the path (DSPARK.md §5): a directory whose config.json names
 // architectures[0] == "Gemma4DSparkModel" is a DeepSpec DSpark drafter; a GGUF file is a
 // two-model drafter (its vocabulary must equal the target's).
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,19 +15,16 @@
 #include "model/gemma3.h"
 #include "sample/sampler.h"
 #include "spec/drafter.h"
+#include "spec/spec_config.h"
 #include "tools/loaded_model.h"
 
 namespace dspark::tools {
 
-struct DrafterOptions {
-  std::string kind = "auto";   // auto | ngram | draft-model | dspark
-  std::string path;            // drafter GGUF or checkpoint directory (not for ngram)
-  int gamma = 5;               // --num-draft-tokens
-  double threshold = 0.0;      // --draft-threshold (dspark confidence), in [0, 1]
+// What a drafter needs besides its SpecConfig: the context it must hold and, for the cost-aware
+// schedule, the target's verify-cost table.
+struct DrafterRuntime {
   int64_t n_ctx = 4096;
-  bool schedule = false;           // dspark: cost-aware draft length (needs verify_ms)
-  std::vector<double> verify_ms;   // [γ + 2] target forward time over n tokens (measure_verify_ms)
-  std::string copy = "auto";       // dspark copy head: auto (as the drafter's config says) | on | off
+  std::vector<double> verify_ms;   // [γ + 2] target forward time over n tokens (measure_verify_ms); index 0 unused
 };
 
 // Times one target forward over n = 1 .. n_max new tokens (all-position logits, as verify runs)
@@ -41,14 +40,25 @@ struct DrafterBundle {
   std::unique_ptr<spec::Drafter> drafter;
 };
 
-// --draft-copy: auto, on, off or only (copy head alone).
-Status check_draft_copy_mode(const std::string& mode);
-
 // Detects "dspark" / "draft-model" from a path; error if neither.
 Result<std::string> detect_draft_kind(const std::string& path);
 
+// The drafter registry: a new kind is its open function (one file) plus one row here.
+struct DrafterKind {
+  const char* name;
+  const char* help;
+  bool needs_model;  // draft-model=PATH required
+  Result<DrafterBundle> (*open)(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+                                ThreadPool* pool);
+};
+std::span<const DrafterKind> drafter_kinds();
+// auto or a registered kind; the error lists them.
+Status check_drafter_kind(const std::string& kind);
+
 // Fresh drafter state for one request (cheap to call per request; weights are shared via bundle).
-// Sampling settings come with each draft request (spec::DraftRequest::sampler), not from here.
-Result<DrafterBundle> make_drafter(const DrafterOptions& opt, const LoadedModel& target, ThreadPool* pool);
+// `c.kind` auto is detected from `c.model`. Sampling settings come with each draft request
+// (spec::DraftRequest::sampler), not from here.
+Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+                                   ThreadPool* pool);
 
 }  // namespace dspark::tools

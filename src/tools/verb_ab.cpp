@@ -53,8 +53,10 @@ int verb_ab(int argc, char** argv) {
       "Verdict: an arm passes if the acceptance-change CI lower bound >= --min-accept-delta and the\n"
       "speed-ratio CI lower bound > --min-speed-ratio (speed rule only when an arm is serial).\n"
       "Exit code: 0 every arm passes, 1 one fails, 2 bad input.\n\n"
-      "SPEC is 'serial' or comma-separated drafter settings named like generate's flags:\n"
-      "  draft-kind=auto|ngram|draft-model|dspark, draft-model=PATH, num-draft-tokens=G, draft-threshold=T\n"
+      "SPEC is 'serial' or comma-separated drafter settings with generate's flag names (without --):\n"
+      "  draft-kind=auto|ngram|draft-model|dspark, draft-model=PATH, num-draft-tokens=G (0 = the drafter's\n"
+      "  default: a DSpark block, else 5), draft-threshold=T, draft-schedule=fixed|cost,\n"
+      "  draft-copy=auto|on|off|only|first, draft-quant=none|auto (default none: the checkpoint as given)\n"
       "e.g. --a serial --b draft-kind=ngram,num-draft-tokens=3\n"
       "     --a draft-model=ckpt_v1 --b draft-model=ckpt_v2,draft-threshold=0.3");
   args.add("--model,-m", &model_spec, "target: registry name or GGUF path");

@@ -14,6 +14,7 @@
 #include "sample/sampler.h"
 #include "tools/bench_spec.h"
 #include "tools/sampler_flags.h"
+#include "tools/spec_flags.h"
 #include "tools/loaded_model.h"
 #include "tools/progress.h"
 #include "tools/verbs.h"
@@ -52,9 +53,10 @@ int verb_bench(int argc, char** argv) {
   int64_t curve_ctx = 512, curve_max = 16;
   bool json = false, curve = false, spec_mode = false, no_chat = false;
   BenchSpecOptions sopt;
-  std::string draft_path, draft_kind = "ngram";
-  int64_t n_draft = 5, n_spec_prompts = sopt.n_prompts;
-  double draft_threshold = 0.0;
+  SpecFlags spec_flags;  // --spec: the drafter; n-gram unless told otherwise, checkpoints as given
+  spec_flags.config.kind = "ngram";
+  spec_flags.config.quant = "none";
+  int64_t n_spec_prompts = sopt.n_prompts;
   SamplerFlags sf;
   Args args("dspark bench --model M -p 512 -n 128 --threads 2 [--repeats R] [--json] [--verify-curve]",
             "Prefill speed over -p synthetic tokens and decode speed over -n greedy tokens after a short\n"
@@ -78,15 +80,19 @@ int verb_bench(int argc, char** argv) {
   args.add("--prompts", &sopt.prompts, "--spec: JSONL with {category, turns: [text]}");
   args.add("--n-prompts", &n_spec_prompts, "--spec: prompts to run, round robin over categories", 1, 100000);
   args.add_flag("--no-chat", &no_chat, "--spec: feed prompts raw instead of chat-templated");
-  args.add("--draft-model", &draft_path, "--spec: drafter GGUF or DSpark checkpoint dir");
-  args.add("--draft-kind", &draft_kind, "--spec: ngram, draft-model, dspark or auto");
-  args.add("--num-draft-tokens", &n_draft, "--spec: gamma", 0, 64);
-  args.add("--draft-threshold", &draft_threshold, "--spec: dspark confidence threshold", 0.0, 1.0);
+  add_spec_flags(args, &spec_flags, /*no_spec_flag=*/false);  // used by --spec
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark bench: %s\n", st.message().c_str());
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (spec_mode) {
+    if (spec_flags.given.count("draft-model") && !spec_flags.given.count("draft-kind")) spec_flags.config.kind = "auto";
+    if (Status st = spec::check_spec(spec_flags.config); !st) {
+      std::fprintf(stderr, "dspark bench: --%s\n", st.message().c_str());
+      return kExitBadInput;
+    }
+  }
   auto lm = load_model(model_spec, cache);
   if (!lm) { std::fprintf(stderr, "dspark bench: %s\n", lm.message().c_str()); return kExitBadInput; }
   if (spec_mode) {
@@ -97,7 +103,7 @@ int verb_bench(int argc, char** argv) {
     sopt.threads = threads;
     sopt.sampler = sf.config();
     if (Status st = sample::validate(sopt.sampler); !st) { std::fprintf(stderr, "dspark bench: %s\n", st.message().c_str()); return kExitBadInput; }
-    sopt.drafter = DrafterOptions{.kind = draft_kind, .path = draft_path, .gamma = (int)n_draft, .threshold = draft_threshold, .n_ctx = 4096, .schedule = false, .verify_ms = {}};
+    sopt.drafter = spec_flags.config;
     return run_bench_spec(sopt, *lm);
   }
   const auto& model = *lm->model;

@@ -2,16 +2,16 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/threadpool.h"
 #include "generate/generate.h"
 #include "spec/spec_decode.h"
 #include "tokenizer/chat_template.h"
-#include "tools/draft_quant.h"
-#include "tools/drafter_factory.h"
 #include "tools/args.h"
 #include "tools/sampler_flags.h"
+#include "tools/spec_flags.h"
 #include "tools/loaded_model.h"
 #include "tools/registry.h"
 #include "tools/verbs.h"
@@ -24,11 +24,7 @@ int verb_generate(int argc, char** argv) {
   SamplerFlags sf;
   bool chat = false, json = false, ignore_eos = false;
   std::vector<std::string> stops;
-  std::string draft_path, draft_kind, draft_schedule;
-  DSparkMountFlags mount;
-  bool no_spec = false;
-  int64_t n_draft = 5;
-  double draft_threshold = 0.0;
+  SpecFlags spec_flags;
   Args args("dspark generate --model M -p TEXT [--chat] [-n N] [--temp T] [--seed S] [--json]\n"
             "       [--draft-model PATH] [--draft-kind auto|ngram|draft-model|dspark] [--num-draft-tokens G]",
             "Generate a continuation of a prompt with the target model; text streams to stdout,\n"
@@ -47,30 +43,14 @@ int verb_generate(int argc, char** argv) {
   args.add("--threads,-t", &threads, "worker threads (default: physical cores)", 1, 256);
   args.add("--ctx", &n_ctx, "context size in tokens", 16, 1 << 20);
   args.add_flag("--json", &json, "print one JSON object instead of streaming text");
-  args.add("--draft-model", &draft_path, "drafter: a GGUF with the target's vocabulary or a DSpark checkpoint dir");
-  args.add("--draft-kind", &draft_kind, "auto (from --draft-model), ngram (prompt lookup, no weights), draft-model, dspark");
-  args.add("--num-draft-tokens", &n_draft, "draft tokens per round at most (gamma)", 0, 64);
-  args.add("--draft-threshold", &draft_threshold, "dspark: stop drafting at the first slot with confidence below this",
-           0.0, 1.0);
-  args.add_flag("--no-spec", &no_spec, "plain decoding: do not mount the model's shipped default drafter");
-  args.add("--draft-schedule", &draft_schedule, "dspark draft length: fixed (gamma / threshold) or cost (expected tokens\n"
-           "per second from calibrated confidences and the measured verify cost, paper Algorithm 1)");
-  add_dspark_mount_flags(args, &mount);
+  add_spec_flags(args, &spec_flags);
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark generate: %s\n", st.message().c_str());
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
-  if (Status st = check_dspark_mount_flags(mount); !st) {
+  if (Status st = check_spec_flags(spec_flags); !st) {
     std::fprintf(stderr, "dspark generate: %s\n", st.message().c_str());
-    return kExitBadInput;
-  }
-  if (!draft_schedule.empty() && draft_schedule != "fixed" && draft_schedule != "cost") {
-    std::fprintf(stderr, "dspark generate: --draft-schedule must be fixed or cost, got '%s'\n", draft_schedule.c_str());
-    return kExitBadInput;
-  }
-  if (no_spec && (!draft_path.empty() || !draft_kind.empty())) {
-    std::fprintf(stderr, "dspark generate: --no-spec contradicts --draft-model / --draft-kind\n");
     return kExitBadInput;
   }
   if (!args.positional().empty()) {
@@ -118,42 +98,17 @@ int verb_generate(int argc, char** argv) {
   params.sampler = sf.config();
   generate::TextCallback on_text;
   if (!json) on_text = [](std::string_view t) { std::fwrite(t.data(), 1, t.size(), stdout); std::fflush(stdout); };
-  // The model's shipped drafter (drafters/<name>, with its PROVENANCE) unless told otherwise: all
-  // of its block, with the cost-aware schedule.
-  bool shipped = false;
-  if (!no_spec && draft_path.empty() && draft_kind.empty()) {
-    draft_path = default_drafter_dir(lm->path);
-    if (!draft_path.empty()) {
-      shipped = true;
-      draft_kind = "dspark";
-      n_draft = 0;  // 0 = the drafter's whole block
-      if (draft_schedule.empty()) draft_schedule = "cost";
-    }
-  }
-  if (draft_schedule.empty()) draft_schedule = "fixed";
-  if (auto q = resolve_draft_quant_for(draft_kind, draft_path, mount.quant, *lm->model, resolve_cache_dir(cache), &pool);
-      !q) {
-    std::fprintf(stderr, "dspark generate: %s\n", q.message().c_str());
-    return kExitBadInput;
-  } else {
-    draft_path = *q;
-  }
-  const bool speculative = !draft_path.empty() || !draft_kind.empty();
+  // The flags' drafter, else the model's shipped one (drafters/<name>, with its PROVENANCE: all of
+  // its block, cost-aware schedule), else plain decoding.
+  const std::optional<spec::SpecConfig> want = effective_spec(spec_flags, lm->path, /*fallback_ngram=*/false);
+  const bool shipped = want && !spec_flags.names_drafter();
+  spec::SpecConfig mounted;
   Result<generate::GenerateResult> res = Status::error("not run");
   spec::SpecStats stats;
   nlohmann::json drafter_stats;
-  if (speculative) {
-    DrafterOptions dopt{.kind = draft_kind.empty() ? "auto" : draft_kind, .path = draft_path, .gamma = (int)n_draft,
-                        .threshold = draft_threshold, .n_ctx = n_ctx, .schedule = draft_schedule == "cost", .verify_ms = {},
-                        .copy = mount.copy};
-    auto bundle = make_drafter(dopt, *lm, &pool);
+  if (want) {
+    auto bundle = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &mounted);
     if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
-    if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it
-      dopt.gamma = bundle->gamma;
-      dopt.verify_ms = measure_verify_ms(*lm->model, bundle->gamma + 1, &pool);
-      bundle = make_drafter(dopt, *lm, &pool);
-      if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
-    }
     spec::SpecParams sp{params, bundle->gamma};
     auto r = spec::generate_spec(*lm->model, session, *lm->tok, ids, sp, *bundle->drafter, on_text);
     if (!r) { std::fprintf(stderr, "\ndspark generate: %s\n", r.message().c_str()); return 1; }
@@ -178,19 +133,19 @@ int verb_generate(int argc, char** argv) {
                         {"decode_tok_s", res->decode_tok_s()},
                         {"threads", threads},
                         {"peak_rss_bytes", peak_rss_bytes()}};
-    if (speculative) {
+    if (want) {
       j["spec"] = stats.to_json();
       j["spec"]["drafter"] = drafter_stats;
-      j["spec"]["drafter_path"] = draft_path;
+      j["spec"]["drafter_path"] = mounted.model;
       j["spec"]["shipped_default"] = shipped;
-      j["spec"]["schedule"] = draft_schedule;
+      j["spec"]["schedule"] = mounted.schedule;
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fprintf(stderr, "\n\nprompt tokens: %lld | generated: %zu (%s) | prefill: %.1f tok/s | decode: %.1f tok/s\n",
                  (long long)res->prompt_tokens, res->tokens.size(), generate::finish_reason_name(res->finish),
                  res->prefill_tok_s(), res->decode_tok_s());
-    if (speculative)
+    if (want)
       std::fprintf(stderr, "spec%s: %lld rounds, drafted %lld, accepted %lld (%.1f%%), tau %.2f tokens/round | "
                    "draft %.0f ms, verify %.0f ms, accept %.0f ms, commit %.0f ms\n",
                    shipped ? " (shipped drafter; --no-spec for plain decoding)" : "", (long long)stats.rounds, (long long)stats.drafted, (long long)stats.accepted,

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "core/threadpool.h"
@@ -16,8 +17,8 @@
 #include "serve/scheduler.h"
 #include "spec/drafter_dspark.h"
 #include "tools/args.h"
-#include "tools/draft_quant.h"
 #include "tools/drafter_factory.h"
+#include "tools/spec_flags.h"
 #include "tools/loaded_model.h"
 #include "tools/registry.h"
 #include "tools/verbs.h"
@@ -37,18 +38,6 @@ extern "C" void on_shutdown_signal(int sig) {
 }  // namespace
 
 namespace {
-
-// The drafter `dspark serve` mounts when neither --draft-model nor --draft-kind is given, nor
-// --no-spec: the model's shipped DSpark drafter (drafters/<name>, cost-aware schedule) when the
-// repository has one, else the n-gram (prompt lookup) drafter.
-DrafterOptions default_serve_drafter(const std::string& model_path) {
-  const std::string shipped = default_drafter_dir(model_path);
-  if (!shipped.empty())
-    return DrafterOptions{.kind = "dspark", .path = shipped, .gamma = 0, .threshold = 0.0, .n_ctx = 4096,
-                          .schedule = true, .verify_ms = {}};
-  return DrafterOptions{.kind = "ngram", .path = "", .gamma = 5, .threshold = 0.0, .n_ctx = 4096, .schedule = false,
-                        .verify_ms = {}};
-}
 
 // A DrafterBundle behind the Drafter interface, so a slot owns whatever its drafter needs.
 class OwningDrafter : public spec::Drafter {
@@ -97,13 +86,12 @@ std::string model_id(const std::string& spec, const std::string& path) {
 }  // namespace
 
 int verb_serve(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, draft_path, draft_kind, cors;
-  DSparkMountFlags mount;
+  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, cors;
+  SpecFlags spec_flags;
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
-  int64_t n_draft = -1, max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
+  int64_t max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
   int64_t drain_s = 10, http_threads = 0;
-  double draft_threshold = 0.0;
-  bool no_spec = false, verbose = false, no_batch = false;
+  bool verbose = false, no_batch = false;
   Args args("dspark serve [--model M] [--draft-model D | --draft-kind K | --no-spec] [--host H] [--port P]\n"
             "       [--api-key KEY] [--parallel N] [--ctx N] [--max-queue Q]",
             "Serve the model over an OpenAI-compatible HTTP API: POST /v1/chat/completions and\n"
@@ -113,15 +101,7 @@ int verb_serve(int argc, char** argv) {
             "See docs/SERVE.md.");
   args.add("--model,-m", &model_spec, "registry name or GGUF path");
   args.add("--cache-dir", &cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
-  args.add("--draft-model", &draft_path, "drafter: a GGUF with the target's vocabulary or a DSpark checkpoint dir");
-  args.add("--draft-kind", &draft_kind, "auto (from --draft-model), ngram, draft-model, dspark (default: the shipped\n"
-           "drafter, else ngram)");
-  args.add("--num-draft-tokens", &n_draft, "draft tokens per round at most (gamma); default 5 (shipped drafter:\n"
-           "its block, cost-aware)", 0, 64);
-  args.add("--draft-threshold", &draft_threshold, "dspark: stop drafting at the first slot with confidence below this",
-           0.0, 1.0);
-  args.add_flag("--no-spec", &no_spec, "no drafter: serial decoding only");
-  add_dspark_mount_flags(args, &mount);
+  add_spec_flags(args, &spec_flags);
   args.add("--host", &host, "address to listen on (default: localhost only)");
   args.add("--port", &port, "TCP port (0: any free port, printed at start)", 0, 65535);
   args.add("--api-key", &api_key, "require 'Authorization: Bearer KEY' on /v1/*, /stats and /metrics");
@@ -147,7 +127,7 @@ int verb_serve(int argc, char** argv) {
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
-  if (Status st = check_dspark_mount_flags(mount); !st) {
+  if (Status st = check_spec_flags(spec_flags); !st) {
     std::fprintf(stderr, "dspark serve: %s\n", st.message().c_str());
     return kExitBadInput;
   }
@@ -157,10 +137,6 @@ int verb_serve(int argc, char** argv) {
   }
   auto cors_origins = parse_origins(cors);
   if (!cors_origins) { std::fprintf(stderr, "dspark serve: %s\n", cors_origins.message().c_str()); return kExitBadInput; }
-  if (no_spec && (!draft_path.empty() || !draft_kind.empty())) {
-    std::fprintf(stderr, "dspark serve: --no-spec cannot be combined with --draft-model or --draft-kind\n");
-    return kExitBadInput;
-  }
 
   auto lm = load_model(model_spec, cache);
   if (!lm) { std::fprintf(stderr, "dspark serve: %s\n", lm.message().c_str()); return kExitBadInput; }
@@ -191,43 +167,23 @@ int verb_serve(int argc, char** argv) {
   serve::DrafterInfo dinfo;
   int max_gamma = 0;
   serve::DrafterFactory factory;
-  if (!no_spec) {
-    DrafterOptions dopt = default_serve_drafter(lm->path);
-    if (!draft_path.empty() || !draft_kind.empty()) {  // a drafter named on the command line: generic defaults
-      dopt = DrafterOptions{};
-      dopt.kind = draft_kind.empty() ? "auto" : draft_kind;
-      dopt.path = draft_path;
-    }
-    if (n_draft >= 0) dopt.gamma = (int)n_draft;
-    dopt.threshold = draft_threshold;
-    dopt.n_ctx = n_ctx;
-    dopt.copy = mount.copy;
-    if (auto q = resolve_draft_quant_for(dopt.kind, dopt.path, mount.quant, *lm->model, resolve_cache_dir(cache), &pool);
-        !q) {
-      std::fprintf(stderr, "dspark serve: %s\n", q.message().c_str());
-      return kExitBadInput;
-    } else {
-      dopt.path = *q;
-    }
-    auto first = make_drafter(dopt, *lm, &pool);
+  if (const std::optional<spec::SpecConfig> want = effective_spec(spec_flags, lm->path, /*fallback_ngram=*/true)) {
+    spec::SpecConfig dopt;
+    std::vector<double> verify_ms;
+    auto first = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &dopt, &verify_ms);
     if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
-    if (dopt.schedule) {  // the verify-cost table for the effective gamma, then the drafter again with it
-      dopt.gamma = first->gamma;
-      dopt.verify_ms = measure_verify_ms(*lm->model, first->gamma + 1, &pool);
-      first = make_drafter(dopt, *lm, &pool);
-      if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
-    }
-    dinfo = {first->kind, dopt.path, first->gamma, dopt.threshold};
+    const DrafterRuntime rt{.n_ctx = n_ctx, .verify_ms = verify_ms};
+    dinfo = {first->kind, dopt.model, first->gamma, dopt.threshold};
     max_gamma = std::max(first->gamma, first->drafter->max_draft());
     auto proto = std::make_shared<DrafterBundle>(std::move(first).value());
     auto used = std::make_shared<bool>(false);
     const LoadedModel* target = &*lm;
-    factory = [proto, used, dopt, target, &pool]() -> Result<std::unique_ptr<spec::Drafter>> {
+    factory = [proto, used, dopt, rt, target, &pool]() -> Result<std::unique_ptr<spec::Drafter>> {
       if (!*used) {  // the first slot takes the drafter loaded above
         *used = true;
         return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(*proto)));
       }
-      auto b = make_drafter(dopt, *target, &pool);
+      auto b = make_drafter(dopt, rt, *target, &pool);
       if (!b) return b.status();
       return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(b).value()));
     };
@@ -262,7 +218,7 @@ int verb_serve(int argc, char** argv) {
                             .aliases = {model_spec, lm->path, std::filesystem::path(lm->path).filename().string()},
                             .n_ctx = n_ctx,
                             .default_max_tokens = default_max_tokens,
-                            .has_drafter = !no_spec,
+                            .has_drafter = !dinfo.kind.empty(),
                             .default_gamma = dinfo.gamma,
                             .max_gamma = max_gamma};
   serve::HttpOptions hopt{.host = host,

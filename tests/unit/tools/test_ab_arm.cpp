@@ -18,12 +18,18 @@ TEST(AbArm, ParsesSerialAndDrafterSpecs) {
   EXPECT_EQ(n->text, "draft-kind=ngram,num-draft-tokens=3");
   auto d = parse_arm_spec("B", "draft-kind=dspark,draft-model=/m/dir,num-draft-tokens=5,draft-threshold=0.3");
   ASSERT_TRUE(d) << d.message();
-  EXPECT_EQ(d->drafter.path, "/m/dir");
+  EXPECT_EQ(d->drafter.model, "/m/dir");
   EXPECT_DOUBLE_EQ(d->drafter.threshold, 0.3);
   auto a = parse_arm_spec("B", "draft-model=x.gguf");  // kind auto, detected at load
   ASSERT_TRUE(a);
   EXPECT_EQ(a->drafter.kind, "auto");
-  EXPECT_EQ(a->drafter.gamma, 5);
+  EXPECT_EQ(a->drafter.gamma, 0);        // the drafter's default (a DSpark block, else 5)
+  EXPECT_EQ(a->drafter.quant, "none");   // an A/B measures the checkpoint as given
+  auto full = parse_arm_spec("C", "draft-model=d,draft-schedule=cost,draft-copy=only,draft-quant=auto");
+  ASSERT_TRUE(full) << full.message();
+  EXPECT_EQ(full->drafter.schedule, "cost");
+  EXPECT_EQ(full->drafter.copy, "only");
+  EXPECT_EQ(full->drafter.quant, "auto");
 }
 
 TEST(AbArm, RejectsBadSpecsNamingTheProblem) {
@@ -42,6 +48,9 @@ TEST(AbArm, RejectsBadSpecsNamingTheProblem) {
       {"num-draft-tokens=3", "needs draft-model"},
       {"draft-kind=dspark", "needs draft-model"},
       {"draft-kind=ngram,draft-model=x", "takes no draft-model"},
+      {"draft-model=x,draft-schedule=fast", "draft-schedule"},
+      {"draft-model=x,draft-copy=maybe", "draft-copy"},
+      {"draft-model=x,draft-quant=int4", "draft-quant"},
   };
   for (const auto& [spec, needle] : cases) {
     auto r = parse_arm_spec("B", spec);

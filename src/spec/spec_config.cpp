@@ -1,0 +1,145 @@
+#include "spec/spec_config.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+namespace dspark::spec {
+
+namespace {
+
+Status one_of(const std::string& v, std::initializer_list<const char*> allowed, std::string* out) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (v == a) {
+      *out = v;
+      return Status::ok();
+    }
+    if (!list.empty()) list += ", ";
+    list += a;
+  }
+  return Status::error("'" + v + "' is not one of " + list);
+}
+
+std::string fmt_double(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+const SpecKey kKeys[] = {
+    {"draft-kind", "drafter: auto (from --draft-model), ngram (prompt lookup, no weights), draft-model, dspark",
+     [](const SpecConfig& c) { return c.kind; },
+     [](SpecConfig* c, const std::string& v) {
+       if (v.empty() || v.size() > 32) return Status::error("'" + v + "' is not a drafter kind");
+       for (char ch : v)
+         if (!(std::isalnum((unsigned char)ch) || ch == '-' || ch == '_'))
+           return Status::error("'" + v + "' is not a drafter kind");
+       c->kind = v;
+       return Status::ok();
+     }},
+    {"draft-model", "drafter: a GGUF with the target's vocabulary or a DSpark checkpoint directory",
+     [](const SpecConfig& c) { return c.model; },
+     [](SpecConfig* c, const std::string& v) {
+       if (v.empty()) return Status::error("needs a path");
+       c->model = v;
+       return Status::ok();
+     }},
+    {"num-draft-tokens", "draft tokens per round at most (gamma); 0 = the drafter's default (a DSpark block, else 5)",
+     [](const SpecConfig& c) { return std::to_string(c.gamma); },
+     [](SpecConfig* c, const std::string& v) {
+       errno = 0;
+       char* end = nullptr;
+       const long long g = std::strtoll(v.c_str(), &end, 10);
+       if (v.empty() || *end != '\0' || errno == ERANGE || g < 0 || g > kMaxGamma)
+         return Status::error("'" + v + "' is not an integer in [0, " + std::to_string(kMaxGamma) + "]");
+       c->gamma = (int)g;
+       return Status::ok();
+     }},
+    {"draft-threshold", "dspark: stop drafting at the first slot whose confidence is below this, in [0, 1]",
+     [](const SpecConfig& c) { return fmt_double(c.threshold); },
+     [](SpecConfig* c, const std::string& v) {
+       char* end = nullptr;
+       const double t = std::strtod(v.c_str(), &end);
+       if (v.empty() || *end != '\0' || !std::isfinite(t) || t < 0 || t > 1)
+         return Status::error("'" + v + "' is not a number in [0, 1]");
+       c->threshold = t;
+       return Status::ok();
+     }},
+    {"draft-schedule", "dspark draft length: fixed (gamma / threshold) or cost (expected tokens per ms of verify)",
+     [](const SpecConfig& c) { return c.schedule; },
+     [](SpecConfig* c, const std::string& v) { return one_of(v, {"fixed", "cost"}, &c->schedule); }},
+    {"draft-copy", "dspark copy head (prompt lookup in the sequential stage): auto (as the drafter's config\n"
+                   "says), on, off, only (the copy head alone: the network never runs, a slot without a lookup\n"
+                   "match ends the draft: the ablation arm for the network's part), or first (a match always takes\n"
+                   "its slot; on/auto let a copy whose estimated acceptance is below the network's yield the slot)",
+     [](const SpecConfig& c) { return c.copy; },
+     [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "on", "off", "only", "first"}, &c->copy); }},
+    {"draft-quant", "dspark: auto (convert an unquantized drafter once to the recommended rung, cached beside\n"
+                    "it; docs/QUANT-FORMAT.md) or none (load it as given)",
+     [](const SpecConfig& c) { return c.quant; },
+     [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "none"}, &c->quant); }},
+};
+
+}  // namespace
+
+std::span<const SpecKey> spec_keys() { return kKeys; }
+
+Status set_spec_key(SpecConfig* c, const std::string& key, const std::string& value) {
+  for (const SpecKey& k : kKeys) {
+    if (key != k.name) continue;
+    if (Status st = k.set(c, value); !st) return Status::error(key + ": " + st.message());
+    return Status::ok();
+  }
+  std::string names;
+  for (const SpecKey& k : kKeys) {
+    if (!names.empty()) names += ", ";
+    names += k.name;
+  }
+  return Status::error("unknown key '" + key + "' (" + names + ")");
+}
+
+Result<SpecConfig> parse_spec(const std::string& text, SpecConfig base) {
+  if (text.empty()) return Status::error("empty spec (key=value,...)");
+  std::vector<std::string> seen;
+  for (size_t from = 0; from <= text.size();) {  // every comma-separated item, empty ones included
+    size_t to = text.find(',', from);
+    if (to == std::string::npos) to = text.size();
+    const std::string item = text.substr(from, to - from);
+    from = to + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) return Status::error("'" + item + "' is not key=value");
+    const std::string key = item.substr(0, eq);
+    for (const std::string& s : seen)
+      if (s == key) return Status::error(key + " given twice");
+    seen.push_back(key);
+    DSPARK_RETURN_IF_ERROR(set_spec_key(&base, key, item.substr(eq + 1)));
+  }
+  return base;
+}
+
+Status check_spec(const SpecConfig& c) {
+  if (c.kind == "auto" && c.model.empty()) return Status::error("draft-kind auto needs draft-model=PATH (or draft-kind ngram)");
+  if (c.kind == "ngram" && !c.model.empty()) return Status::error("draft-kind ngram takes no draft-model");
+  if ((c.kind == "draft-model" || c.kind == "dspark") && c.model.empty())
+    return Status::error("draft-kind " + c.kind + " needs draft-model=PATH");
+  return Status::ok();
+}
+
+std::string describe(const SpecConfig& c) {
+  std::string s;
+  const SpecConfig defaults;
+  for (const SpecKey& k : kKeys) {
+    const std::string v = k.get(c);
+    if (v == k.get(defaults) && std::string(k.name) != "draft-kind") continue;
+    if (!s.empty()) s += ",";
+    s += k.name;
+    s += "=";
+    s += v;
+  }
+  return s;
+}
+
+}  // namespace dspark::spec

@@ -1,0 +1,57 @@
+// How generation speculates, as one type: which drafter, how far it drafts, how the draft length
+// is decided, and how a DSpark checkpoint is mounted. Every entry point fills this one struct:
+// the verbs' flags (`--draft-model PATH`, registered once by tools/spec_flags.h), `dspark ab`'s arm
+// specs (`draft-model=PATH,num-draft-tokens=7`, the same keys) and the server's per-request
+// override (SpecOverride in serve/openai_api.h, which narrows gamma within what the drafter can do).
+// The keys and their validation live in one table (spec_keys()); a value is checked where it enters.
+//
+// Draft length, one name and one sentinel: `gamma` = the most draft tokens per round; 0 = the
+// drafter's own default (a DSpark drafter's block size, 5 for the others). A DSpark drafter clamps a
+// larger gamma to its block (with a warning); nothing else clamps it.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "core/status.h"
+
+namespace dspark::spec {
+
+inline constexpr int kMaxGamma = 64;      // largest accepted gamma (any drafter)
+inline constexpr int kDefaultGamma = 5;   // gamma 0 for drafters without a block size
+
+struct SpecConfig {
+  std::string kind = "auto";        // a drafter kind (tools/drafter_factory.h registry) or auto: from `model`
+  std::string model;                // drafter GGUF or DSpark checkpoint directory ("" for ngram)
+  int gamma = 0;                    // 0..kMaxGamma; 0 = the drafter's default
+  double threshold = 0.0;           // DSpark: stop at the first slot whose confidence is below it; [0, 1]
+  std::string schedule = "fixed";   // DSpark draft length: fixed (gamma / threshold) | cost (Algorithm 1)
+  std::string copy = "auto";        // DSpark copy head: auto (as the config says) | on | off | only | first
+  std::string quant = "auto";       // DSpark checkpoint: auto (the recommended quantized rung) | none (as given)
+
+  bool operator==(const SpecConfig&) const = default;
+};
+
+// One key of the table: `--NAME VALUE` on the command line, `NAME=VALUE` in an ab spec.
+struct SpecKey {
+  const char* name;
+  const char* help;
+  std::string (*get)(const SpecConfig&);                      // the current value as text
+  Status (*set)(SpecConfig* c, const std::string& value);     // validates; the error says what is allowed
+};
+std::span<const SpecKey> spec_keys();
+
+// Sets one key by name; errors name the key ("num-draft-tokens: ...").
+Status set_spec_key(SpecConfig* c, const std::string& key, const std::string& value);
+
+// "key=value,key=value" (each key at most once; values contain no commas) on top of `base`.
+Result<SpecConfig> parse_spec(const std::string& text, SpecConfig base = {});
+
+// Rules between keys: auto needs a model, ngram takes none, draft-model / dspark need one. A
+// drafter kind's existence is checked by the registry that opens it.
+Status check_spec(const SpecConfig& c);
+
+// "kind=dspark,model=...,gamma=7,..." for logs and JSON.
+std::string describe(const SpecConfig& c);
+
+}  // namespace dspark::spec

@@ -1,0 +1,47 @@
+// The speculative-decoding flags, registered once for every verb that decodes (generate, serve,
+// bench --spec): one flag per key of spec::spec_keys() (--draft-kind, --draft-model,
+// --num-draft-tokens, --draft-threshold, --draft-schedule, --draft-copy, --draft-quant), plus
+// --no-spec where plain decoding is an option. `dspark ab` arm specs use the same keys
+// (spec::parse_spec), so a flag and a spec key never disagree.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+
+#include "spec/spec_config.h"
+#include "tools/args.h"
+#include "tools/drafter_factory.h"
+
+namespace dspark::tools {
+
+struct SpecFlags {
+  spec::SpecConfig config;
+  bool no_spec = false;
+  std::set<std::string> given;  // keys set on the command line
+
+  // A drafter was named (--draft-kind or --draft-model): no shipped default applies.
+  bool names_drafter() const { return given.count("draft-kind") || given.count("draft-model"); }
+};
+
+// Registers the keys' flags (their defaults are `f->config`'s values) and, with `no_spec_flag`,
+// --no-spec.
+void add_spec_flags(Args& args, SpecFlags* f, bool no_spec_flag = true);
+
+// After parsing: --no-spec against the drafter flags, and spec::check_spec when a drafter is named.
+Status check_spec_flags(const SpecFlags& f);
+
+// What to decode with: the flags when they name a drafter; otherwise the model's shipped drafter
+// (drafters/<name>: DSpark, gamma = its block, cost-aware schedule unless --draft-schedule says
+// otherwise; the other keys as given), else `fallback_ngram` ? n-gram : none. nullopt = plain decoding.
+std::optional<spec::SpecConfig> effective_spec(const SpecFlags& f, const std::string& model_path, bool fallback_ngram);
+
+// Mounts `c` for a verb: --draft-quant resolution (c.model may become the quantized rung's
+// directory), the drafter, and for the cost-aware schedule the target's verify-cost table for the
+// drafter's effective gamma (then the drafter again with it). `mounted` (optional) receives the
+// config as loaded and `verify_ms` the table.
+Result<DrafterBundle> mount_drafter(spec::SpecConfig c, int64_t n_ctx, const LoadedModel& target,
+                                    const std::string& cache_dir, ThreadPool* pool, spec::SpecConfig* mounted = nullptr,
+                                    std::vector<double>* verify_ms = nullptr);
+
+}  // namespace dspark::tools

@@ -1,0 +1,62 @@
+// spec::SpecConfig: one key table for the verbs' flags and ab specs, one parser, one check.
+#include <gtest/gtest.h>
+
+#include "spec/spec_config.h"
+
+namespace dspark::spec {
+namespace {
+
+TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
+  SpecConfig c;
+  c.kind = "dspark";
+  c.model = "dir";
+  c.gamma = 7;
+  c.threshold = 0.25;
+  c.schedule = "cost";
+  c.copy = "only";
+  c.quant = "none";
+  std::string text;
+  for (const SpecKey& k : spec_keys()) text += (text.empty() ? "" : ",") + std::string(k.name) + "=" + k.get(c);
+  auto back = parse_spec(text);
+  ASSERT_TRUE(back) << back.message();
+  EXPECT_EQ(*back, c);
+  EXPECT_EQ(spec_keys().size(), 7u);
+}
+
+TEST(SpecConfig, DefaultsAndBase) {
+  auto c = parse_spec("draft-model=m");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->kind, "auto");
+  EXPECT_EQ(c->gamma, 0);
+  EXPECT_EQ(c->schedule, "fixed");
+  SpecConfig base;
+  base.quant = "none";
+  c = parse_spec("draft-kind=ngram", base);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->quant, "none");
+  EXPECT_TRUE(check_spec(*c));
+}
+
+TEST(SpecConfig, ErrorsNameTheKey) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"num-draft-tokens=65", "num-draft-tokens"}, {"num-draft-tokens=1.5", "num-draft-tokens"},
+      {"draft-threshold=-0.1", "draft-threshold"}, {"draft-schedule=slow", "draft-schedule"},
+      {"draft-copy=yes", "draft-copy"},            {"draft-quant=q4", "draft-quant"},
+      {"draft-kind=a b", "draft-kind"},            {"draft-model=", "draft-model"},
+      {"bogus=1", "unknown key 'bogus'"},          {"draft-kind=ngram,draft-kind=ngram", "twice"},
+  };
+  for (const auto& [text, needle] : cases) {
+    auto r = parse_spec(text);
+    ASSERT_FALSE(r) << text;
+    EXPECT_NE(r.message().find(needle), std::string::npos) << text << " -> " << r.message();
+  }
+  SpecConfig c;
+  EXPECT_FALSE(check_spec(c));  // auto without a model
+  c.kind = "ngram";
+  EXPECT_TRUE(check_spec(c));
+  c.model = "x";
+  EXPECT_FALSE(check_spec(c));
+}
+
+}  // namespace
+}  // namespace dspark::spec
