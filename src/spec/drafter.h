@@ -16,18 +16,14 @@
 
 #include "core/rng.h"
 #include "core/status.h"
+#include "model/taps.h"
 #include "sample/sampler.h"
 #include "spec/verify.h"
 
 namespace dspark::spec {
 
-// Target hidden-state rows for a run of positions: taps[i] is [n_rows, n_embd] f32 for tap
-// point required_taps()[i] (model::kTap* / layer ids), rows in position order.
-struct TapRows {
-  std::vector<const float*> taps;
-  int64_t n_rows = 0;
-  int64_t n_embd = 0;
-};
+// Target hidden-state rows for a run of positions: taps[i] for tap point required_taps()[i].
+using TapRows = model::TapRows;
 
 struct DraftRequest {
   int32_t pending = 0;         // token at position pos (the anchor)

@@ -16,12 +16,28 @@
 #include <vector>
 
 #include "model/gemma3.h"
-#include "spec/copy_head.h"
+#include "dspark/copy_head.h"
 #include "spec/drafter.h"
-#include "spec/dspark_markov.h"
-#include "spec/dspark_model.h"
+#include "dspark/dspark_markov.h"
+#include "dspark/dspark_model.h"
 
 namespace dspark::spec {
+
+// The DSpark network lives in src/dspark (namespace net); this adapter drives it.
+using net::CopyHead;
+using net::CopyHeadConfig;
+using net::CopyProposal;
+using net::DSparkConfig;
+using net::DSparkContext;
+using net::DSparkModel;
+using net::DSparkScratch;
+using net::DSparkWeights;
+using net::lookup_chain;
+using net::MarkovFastPathStats;
+using net::MarkovHead;
+using net::target_shape;
+using net::TargetShape;
+using net::TargetTables;
 
 struct DSparkOptions {
   float threshold = 0.0f;         // in [0, 1]; > 0: truncate at the first slot with c_k < threshold
@@ -43,7 +59,7 @@ struct DSparkOptions {
   // a request with a seed drafts (and samples) the same way every time: the start-up verify table
   // and this value (calibrate_draft_ms()). 0 = the online mean (decisions then follow timing).
   double draft_ms = 0;
-  // Copy head (spec/copy_head.h): slots with a prompt-lookup match take the copied token; the
+  // Copy head (dspark/copy_head.h): slots with a prompt-lookup match take the copied token; the
   // backbone runs only when a slot has none. Its online acceptance estimate is the slot's c_k.
   bool copy = false;
   bool copy_only = false;  // with copy: never run the backbone (a slot without a match ends the draft)

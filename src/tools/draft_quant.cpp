@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "quant/convert.h"
-#include "spec/dspark_model.h"
+#include "dspark/dspark_model.h"
 #include "quant/quant_config.h"
 #include "tools/drafter_factory.h"
 #include "tools/drafter_smoke.h"
@@ -95,11 +95,11 @@ Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::
   // against this target is converted (make_drafter reports the rest).
   if (auto qc = quant::read_quant_config((fs::path(path) / "config.json").string()); !qc || qc->present) return path;
   const model::Gemma3Config& tc = target.config();
-  spec::TargetTables tables;
+  net::TargetTables tables;
   tables.embed = tables.lm_head = target.weights().token_embd;
   tables.n_vocab = tc.n_vocab;
   tables.n_embd = tc.n_embd;
-  if (!spec::DSparkModel::load(path, spec::target_shape(tc), &tables)) return path;
+  if (!net::DSparkModel::load(path, net::target_shape(tc), &tables)) return path;
   return resolve_draft_quant(path, mode, target, cache_dir, pool);
 }
 

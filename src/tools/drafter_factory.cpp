@@ -78,7 +78,7 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
                  block);
   else if (c.gamma > 0 && c.gamma < block)
     dopt.gamma = c.gamma;
-  const spec::DSparkConfig& cfg = (*d)->model().config();
+  const net::DSparkConfig& cfg = (*d)->model().config();
   dopt.copy = c.copy == "on" || c.copy == "only" || c.copy == "first" || (c.copy == "auto" && cfg.copy_head);
   dopt.copy_only = c.copy == "only";
   dopt.copy_first = c.copy == "first";

@@ -5,6 +5,7 @@
 #include "core/threadpool.h"
 #include "tools/args.h"
 #include "tools/loaded_model.h"
+#include "tools/heldout_eval.h"
 #include "tools/verbs.h"
 #include "train/gemm.h"
 #include "train/trainer.h"
@@ -134,6 +135,9 @@ int verb_train_drafter(int argc, char** argv) {
   }
   train::gemm_set_threads((int)threads);
   ThreadPool pool((int)threads);
+  o.heldout = [&](const std::string& drafter_dir) {
+    return heldout_eval(drafter_dir, *lm->model, *ds, eval_seqs, 0, 0.0f, /*record_confidence=*/true, &pool);
+  };
   auto res = train::train_drafter(o, *lm->model, *ds, &pool, [&](const nlohmann::json& j) {
     const std::string ev = j.value("event", "");
     if (ev == "train") {

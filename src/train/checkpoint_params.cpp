@@ -6,17 +6,17 @@
 #include <iterator>
 
 #include "formats/safetensors.h"
-#include "spec/dspark_config.h"
+#include "dspark/dspark_config.h"
 
 namespace dspark::train {
 
 Result<DraftParams> load_checkpoint_params(const std::string& dir, const model::Gemma3Config& tc) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
-  auto cfg = spec::read_dspark_config(cfg_path);
+  auto cfg = net::read_dspark_config(cfg_path);
   if (!cfg) return cfg.status();
-  const spec::DSparkConfig& c = *cfg;
-  if (c.n_kv_heads != 1 || c.markov_type != spec::MarkovHeadType::kVanilla || !c.confidence)
+  const net::DSparkConfig& c = *cfg;
+  if (c.n_kv_heads != 1 || c.markov_type != net::MarkovHeadType::kVanilla || !c.confidence)
     return Status::error(cfg_path + ": only drafters with one KV head, a vanilla Markov head and a confidence head "
                          "(what train-drafter writes) can be read for training-side tools");
   if (c.hidden_size != tc.n_embd || c.vocab_size != tc.n_vocab || c.n_target_layers != tc.n_layer)

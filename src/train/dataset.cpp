@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "core/f16.h"
-#include "spec/copy_head.h"
+#include "dspark/copy_head.h"
 
 namespace dspark::train {
 
@@ -135,7 +135,7 @@ void scale_taps(const std::vector<float>& scale, TrainBatch* b) {
     for (size_t i = 0; i < s.taps.size(); ++i) s.taps[i] *= scale[i % w];
 }
 
-BlockInputs block_inputs_of(const spec::DSparkConfig& c) {
+BlockInputs block_inputs_of(const net::DSparkConfig& c) {
   BlockInputs b;
   if (c.lookup_max_ngram > 0) {
     b.mask_token_id = c.mask_token_id;
@@ -184,7 +184,7 @@ void Dataset::make_batch(Rng& rng, int64_t n_seqs, int64_t n_anchors, int64_t ga
       b.seq = seq_index;
       b.anchor = a;
       if (inputs.mask_token_id >= 0 && inputs.max_ngram > 0)
-        spec::lookup_chain(std::span<const int32_t>(tok, (size_t)a), tok[a], (int)gamma, inputs.max_ngram,
+        net::lookup_chain(std::span<const int32_t>(tok, (size_t)a), tok[a], (int)gamma, inputs.max_ngram,
                            inputs.min_ngram, inputs.mask_token_id, &b.inputs);
       bool on_path = true;  // text: x_{a+1..a+k} are the target's own greedy tokens
       for (int64_t k = 0; k < gamma; ++k) {

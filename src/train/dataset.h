@@ -7,7 +7,7 @@
 
 #include "core/rng.h"
 #include "core/status.h"
-#include "spec/dspark_config.h"
+#include "dspark/dspark_config.h"
 #include "train/draft_net.h"
 #include "train/shard.h"
 
@@ -20,12 +20,12 @@ struct SeqRef {
 
 // How a block's input ids are formed (the drafter's config): [x_a, MASK...], or with lookup input
 // (max_ngram > 0) the lookup chain from the anchor over the sequence's earlier tokens, exactly as
-// the serving drafter forms them (spec::lookup_chain).
+// the serving drafter forms them (net::lookup_chain).
 struct BlockInputs {
   int32_t mask_token_id = -1;   // < 0: leave TrainBlock::inputs empty ([x_a, MASK...] in DraftNet)
   int max_ngram = 0, min_ngram = 1;
 };
-BlockInputs block_inputs_of(const spec::DSparkConfig& c);
+BlockInputs block_inputs_of(const net::DSparkConfig& c);
 
 struct TapColumnStats {
   std::vector<double> rms;      // [m * H]

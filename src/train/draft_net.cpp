@@ -30,7 +30,7 @@ void DraftNet::rope(float* x, int64_t n_heads, int64_t pos, bool inverse) const 
 }
 
 void DraftNet::forward_context(const TrainBatch& b) {
-  const spec::DSparkConfig& c = p_.cfg;
+  const net::DSparkConfig& c = p_.cfg;
   const int64_t H = c.hidden_size, hd = c.head_dim, m = c.n_taps(), L = c.n_layers;
   ctx_.resize(b.seqs.size());
   for (size_t s = 0; s < b.seqs.size(); ++s) {
@@ -61,7 +61,7 @@ void DraftNet::forward_context(const TrainBatch& b) {
 }
 
 void DraftNet::forward_blocks(const TrainBatch& b) {
-  const spec::DSparkConfig& c = p_.cfg;
+  const net::DSparkConfig& c = p_.cfg;
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.n_heads, g = c.block_size, I = c.intermediate_size;
   const int64_t nb = (int64_t)b.blocks.size(), R = nb * g, qd = nh * hd;
   h0_.resize((size_t)(R * H));
@@ -148,7 +148,7 @@ void DraftNet::forward_blocks(const TrainBatch& b) {
 }
 
 LossTerms DraftNet::run(const TrainBatch& b, bool backward) {
-  const spec::DSparkConfig& c = p_.cfg;
+  const net::DSparkConfig& c = p_.cfg;
   if (inv_freq_.empty()) {
     inv_freq_.assign((size_t)(c.head_dim / 2), 0.0);
     for (int64_t i = 0; i < c.n_rot; ++i)

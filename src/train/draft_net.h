@@ -2,7 +2,7 @@
 // per sequence the context rows (taps of every position before the anchors) are projected once
 // (fc -> hidden_norm -> per-layer k_proj -> K/V); every anchor's block [x_a, MASK x (γ-1)] at
 // positions a..a+γ-1 attends to context rows < a and to its own block (no mask), exactly the
-// serving forward (spec::DSparkModel::backbone; tests/unit/train checks the two agree). Loss:
+// serving forward (net::DSparkModel::backbone; tests/unit/train checks the two agree). Loss:
 // 0.1 CE + 0.9 L1 (full ||p_d - p_t||_1, the paper's "TV") + 1.0 BCE(confidence, c*), slot weights
 // exp(-(k-1)/4), with the Markov bias teacher-forced from the true previous tokens.
 // Gradients are accumulated (+=) into DraftParams::g; every backward has a finite-difference test.

@@ -13,7 +13,7 @@ namespace dspark::train {
 using namespace ops;
 
 LossTerms DraftNet::loss_head(const TrainBatch& b, bool backward) {
-  const spec::DSparkConfig& c = p_.cfg;
+  const net::DSparkConfig& c = p_.cfg;
   const int64_t H = c.hidden_size, g = c.block_size, r = c.markov_rank, vd = (int64_t)p_.d2t.size();
   const int64_t nb = (int64_t)b.blocks.size(), R = nb * g;
   logits_.resize((size_t)(R * vd));
@@ -159,7 +159,7 @@ LossTerms DraftNet::loss_head(const TrainBatch& b, bool backward) {
 }
 
 void DraftNet::backward_blocks(const TrainBatch& b) {
-  const spec::DSparkConfig& c = p_.cfg;
+  const net::DSparkConfig& c = p_.cfg;
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.n_heads, g = c.block_size, I = c.intermediate_size;
   const int64_t nb = (int64_t)b.blocks.size(), R = nb * g, qd = nh * hd;
   for (CtxAct& cx : ctx_) {
@@ -259,7 +259,7 @@ void DraftNet::backward_blocks(const TrainBatch& b) {
 }
 
 void DraftNet::backward_context(const TrainBatch& b) {
-  const spec::DSparkConfig& c = p_.cfg;
+  const net::DSparkConfig& c = p_.cfg;
   const int64_t H = c.hidden_size, hd = c.head_dim, m = c.n_taps();
   std::vector<float> dkr, dpre;
   for (size_t s = 0; s < b.seqs.size(); ++s) {

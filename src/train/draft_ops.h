@@ -8,7 +8,7 @@ namespace dspark::train::ops {
 
 
 // y = x * rstd * w (w may be null); returns rstd = 1 / sqrt(mean(x^2) + eps) (sum in double, as
-// spec::dspark_rms_norm).
+// net::dspark_rms_norm).
 inline float rms_fwd(const float* x, const float* w, float* y, int64_t n, float eps) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += (double)x[i] * x[i];

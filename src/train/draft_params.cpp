@@ -115,7 +115,7 @@ Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_la
   }
   DraftParams p;
   p.config_json = j.dump(1);
-  auto cfg = spec::parse_dspark_config(p.config_json, "drafter config");
+  auto cfg = net::parse_dspark_config(p.config_json, "drafter config");
   if (!cfg) return cfg.status();
   p.cfg = cfg.value();
   if (p.cfg.n_kv_heads != 1) return Status::error("drafter training supports one KV head");

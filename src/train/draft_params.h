@@ -1,7 +1,7 @@
 // Trainable DSpark drafter (DeepSpec Gemma4DSparkModel, DSPARK.md §2-3) in f32 with gradients,
 // plus the frozen tables shared with the target (DSPARK.md §1.7: embedding and LM head are the
 // target's and stay frozen). Export writes a checkpoint the serving loader reads
-// (spec::DSparkModel, extensions E1 embedding from the target, E2 d2t, E3 LM head rows gathered
+// (net::DSparkModel, extensions E1 embedding from the target, E2 d2t, E3 LM head rows gathered
 // from the target, E4 markov_w1 over the draft vocabulary: docs/DSPARK-CHECKPOINT.md §5).
 #pragma once
 
@@ -13,7 +13,7 @@
 #include "core/rng.h"
 #include "core/status.h"
 #include "kernels/kernels.h"
-#include "spec/dspark_config.h"
+#include "dspark/dspark_config.h"
 
 namespace dspark::train {
 
@@ -54,7 +54,7 @@ struct DraftInit {
 };
 
 struct DraftParams {
-  spec::DSparkConfig cfg;
+  net::DSparkConfig cfg;
   std::string config_json;        // the config.json text cfg was parsed from (exported as is)
   std::vector<int32_t> d2t;       // [V_d] target ids of the draft vocabulary
   std::vector<int32_t> t2d;       // [V] draft index of a target id, -1 outside the draft vocabulary

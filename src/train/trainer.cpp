@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "train/draft_net.h"
-#include "train/heldout_eval.h"
+#include "train/heldout_result.h"
 #include "train/sts.h"
 
 namespace dspark::train {
@@ -115,8 +115,8 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Gemma3M
     // a sequence has fewer anchor positions).
     nlohmann::json rec = {{"event", "checkpoint"}, {"step", step_done},
                           {"blocks_seen", step_done * o.batch_seqs * o.anchors}};
-    if (o.eval_seqs > 0 && !ds.heldout().empty()) {
-      auto ev = heldout_eval(drafter_dir, target, ds, o.eval_seqs, 0, 0.0f, true, pool);
+    if (o.eval_seqs > 0 && o.heldout && !ds.heldout().empty()) {
+      auto ev = o.heldout(drafter_dir);
       if (!ev) return ev.status();
       rec["heldout"] = heldout_json(*ev);
       // STS on the same rollouts, written into the exported config (the scheduler reads it).

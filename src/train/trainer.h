@@ -14,6 +14,7 @@
 #include "model/gemma3.h"
 #include "train/dataset.h"
 #include "train/draft_params.h"
+#include "train/heldout_result.h"
 
 namespace dspark::train {
 
@@ -36,6 +37,9 @@ struct TrainerOptions {
   uint64_t seed = 1;
   int64_t log_every = 10, ckpt_every = 200;
   int64_t eval_seqs = 24;            // held-out greedy sequences per evaluation (0 = none)
+  // The held-out evaluation of an exported checkpoint directory (tools/heldout_eval.h: the serving
+  // drafter replaying T = 0 speculative decoding); unset = none. Its confidence logits also fit STS.
+  std::function<Result<HeldoutResult>(const std::string& drafter_dir)> heldout;
   bool resume = false;
   std::string command;               // recorded in the log and the export
 };
@@ -54,6 +58,6 @@ Result<TrainSummary> train_drafter(const TrainerOptions& opt, const model::Gemma
                                    ThreadPool* pool, const std::function<void(const nlohmann::json&)>& on_log);
 
 // The held-out evaluation record (acceptance by position, tau, ms per round) as JSON.
-nlohmann::json heldout_json(const struct HeldoutResult& r);
+nlohmann::json heldout_json(const HeldoutResult& r);
 
 }  // namespace dspark::train

@@ -9,7 +9,7 @@
 
 #include "core/rng.h"
 #include "kernels/kernels.h"
-#include "spec/dspark_model.h"
+#include "dspark/dspark_model.h"
 #include "train/draft_params.h"
 
 namespace dspark::testing {
@@ -58,15 +58,15 @@ inline Status write_tiny_drafter(const std::string& dir, const TinyDrafterShape&
 struct TinyTable {
   std::vector<float> data;
   kernels::QMatrix q;
-  spec::TargetTables tables;
+  net::TargetTables tables;
   TinyTable(const TinyDrafterShape& s, uint64_t seed) : data((size_t)(s.V * s.H)) {
     Rng rng(seed);
     for (float& x : data) x = (float)tiny_normal(rng);
     q = kernels::QMatrix{DType::F32, s.V, s.H, data.data(), (size_t)s.H * 4};
-    tables = spec::TargetTables{q, q, s.V, s.H};
+    tables = net::TargetTables{q, q, s.V, s.H};
   }
 };
 
-inline spec::TargetShape tiny_target(const TinyDrafterShape& s) { return {s.n_target_layers, s.H, s.V}; }
+inline net::TargetShape tiny_target(const TinyDrafterShape& s) { return {s.n_target_layers, s.H, s.V}; }
 
 }  // namespace dspark::testing

@@ -8,7 +8,7 @@
 
 #include "core/f16.h"
 #include "core/rng.h"
-#include "spec/copy_head.h"
+#include "dspark/copy_head.h"
 #include "spec/drafter_dspark.h"
 #include "train/draft_net.h"
 #include "train/dataset.h"
@@ -88,7 +88,7 @@ std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t ga
     b.anchor = a;
     const auto& t = f->tokens[s];
     if (lookup > 0)
-      spec::lookup_chain(std::span<const int32_t>(t.data(), (size_t)a), t[a], (int)gamma, lookup, 1, 4, &b.inputs);
+      net::lookup_chain(std::span<const int32_t>(t.data(), (size_t)a), t[a], (int)gamma, lookup, 1, 4, &b.inputs);
     for (int64_t k = 0; k < gamma; ++k) {
       b.prev.push_back(a + k < (int64_t)t.size() ? t[a + k] : 0);
       const bool valid = a + k + 1 < (int64_t)t.size();
@@ -188,12 +188,12 @@ void check_matches_serving(bool folded, int lookup = 0) {
   const std::string dir = ::testing::TempDir() + (folded ? "dspark_train_export_folded" : "dspark_train_export");
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
-  spec::TargetTables tables{f->qtable, f->qtable, kV, kH};
+  net::TargetTables tables{f->qtable, f->qtable, kV, kH};
   spec::DSparkOptions opt;
   opt.markov_fast_path = false;
   opt.report_confidence = true;
   ThreadPool pool(1);
-  auto d = spec::DSparkDrafter::load(dir, spec::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+  auto d = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
   ASSERT_TRUE(d.is_ok()) << d.message();
   const int64_t g = 3, vd = (int64_t)f->p.d2t.size();
   for (size_t bi = 0; bi < f->batch.blocks.size(); ++bi) {
@@ -227,12 +227,12 @@ TEST(DraftNetGrad, LookupInput) { check_gradients(1, 4, 4, 2); }
 TEST(LookupChain, ChainsGuessesThenMasks) {
   // history 5 6 7 5 6, pending 7: guesses 5 6 7 ... (period 3); no match -> MASK from there on.
   std::vector<int32_t> out;
-  spec::lookup_chain(std::vector<int32_t>{5, 6, 7, 5, 6}, 7, 5, 3, 1, 99, &out);
+  net::lookup_chain(std::vector<int32_t>{5, 6, 7, 5, 6}, 7, 5, 3, 1, 99, &out);
   EXPECT_EQ(out, (std::vector<int32_t>{7, 5, 6, 7, 5}));
-  spec::lookup_chain(std::vector<int32_t>{1, 2, 3}, 9, 4, 3, 1, 99, &out);
+  net::lookup_chain(std::vector<int32_t>{1, 2, 3}, 9, 4, 3, 1, 99, &out);
   EXPECT_EQ(out, (std::vector<int32_t>{9, 99, 99, 99}));
   // min_ngram 2: a one-token match is not enough.
-  spec::lookup_chain(std::vector<int32_t>{4, 8, 1, 4}, 3, 3, 3, 2, 99, &out);
+  net::lookup_chain(std::vector<int32_t>{4, 8, 1, 4}, 3, 3, 3, 2, 99, &out);
   EXPECT_EQ(out, (std::vector<int32_t>{3, 99, 99}));
 }
 
@@ -243,12 +243,12 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
   const std::string dir = ::testing::TempDir() + "dspark_train_copy";
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
-  spec::TargetTables tables{f->qtable, f->qtable, kV, kH};
+  net::TargetTables tables{f->qtable, f->qtable, kV, kH};
   ThreadPool pool(1);
   auto load = [&](bool copy) {
     spec::DSparkOptions opt;
     opt.copy = copy;
-    auto d = spec::DSparkDrafter::load(dir, spec::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+    auto d = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
     EXPECT_TRUE(d.is_ok()) << d.message();
     return std::move(d).value();
   };
@@ -277,9 +277,9 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
     spec::DSparkOptions opt;
     opt.copy = true;
     opt.copy_cfg.prior_acceptance = {0.9, 0.1, 0.1, 0.1, 0.1};
-    auto yield = spec::DSparkDrafter::load(dir, spec::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+    auto yield = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
     opt.copy_first = true;
-    auto first = spec::DSparkDrafter::load(dir, spec::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+    auto first = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
     auto off = load(false);
     ASSERT_TRUE(yield.is_ok() && first.is_ok()) << yield.message() << first.message();
     const std::vector<int32_t> prompt = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2};

@@ -1,8 +1,8 @@
-#include "spec/copy_head.h"
+#include "dspark/copy_head.h"
 
 #include <algorithm>
 
-namespace dspark::spec {
+namespace dspark::net {
 
 CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
   cfg_.max_ngram = std::max(cfg_.max_ngram, 1);
@@ -113,4 +113,4 @@ nlohmann::json CopyHead::stats() const {
           {"drafter_slots_accepted", accepts_[0]}, {"by_match_length", by_n}};
 }
 
-}  // namespace dspark::spec
+}  // namespace dspark::net

@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "spec/copy_head.h"
+#include "dspark/copy_head.h"
 
-namespace dspark::spec {
+namespace dspark::net {
 namespace {
 
 CopyHeadConfig cfg(int max_ngram, int min_ngram) {
@@ -112,4 +112,4 @@ TEST(CopyHead, CommitWithoutDraftAppends) {
 }
 
 }  // namespace
-}  // namespace dspark::spec
+}  // namespace dspark::net

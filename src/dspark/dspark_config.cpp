@@ -1,4 +1,4 @@
-#include "spec/dspark_config.h"
+#include "dspark/dspark_config.h"
 
 #include <cmath>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace dspark::spec {
+namespace dspark::net {
 
 const char* markov_head_type_name(MarkovHeadType t) {
   switch (t) {
@@ -207,7 +207,7 @@ Result<DSparkConfig> parse_dspark_config(const std::string& text, const std::str
       c.sts_temperatures.push_back(v.get<float>());
     }
   }
-  // dspark extension: the copy head (prompt lookup in the sequential stage, spec/copy_head.h).
+  // dspark extension: the copy head (prompt lookup in the sequential stage, dspark/copy_head.h).
   if (j.contains("dspark_copy_head") && !j["dspark_copy_head"].is_null()) {
     const auto& h = j["dspark_copy_head"];
     auto get = [&](const char* key, int* out) -> Status {
@@ -263,4 +263,4 @@ Result<DSparkConfig> read_dspark_config(const std::string& path) {
   return parse_dspark_config(ss.str(), path);
 }
 
-}  // namespace dspark::spec
+}  // namespace dspark::net

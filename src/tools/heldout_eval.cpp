@@ -1,11 +1,16 @@
-#include "train/heldout_eval.h"
+#include "tools/heldout_eval.h"
 
 #include <chrono>
 
 #include "core/f16.h"
 #include "spec/drafter_dspark.h"
 
-namespace dspark::train {
+namespace dspark::tools {
+
+using train::Dataset;
+using train::HeldoutResult;
+using train::SeqRef;
+using train::Shard;
 
 Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::Gemma3Model& target, const Dataset& ds,
                                    int64_t max_seqs, int gamma, float threshold, bool record_confidence,
@@ -82,4 +87,4 @@ Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::
   return res;
 }
 
-}  // namespace dspark::train
+}  // namespace dspark::tools

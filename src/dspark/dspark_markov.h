@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "spec/dspark_model.h"
+#include "dspark/dspark_model.h"
 
-namespace dspark::spec {
+namespace dspark::net {
 
 struct MarkovFastPathStats {
   uint64_t slots = 0;        // greedy slots that needed a Markov argmax
@@ -74,4 +74,4 @@ class MarkovHead {
   MarkovFastPathStats stats_;
 };
 
-}  // namespace dspark::spec
+}  // namespace dspark::net

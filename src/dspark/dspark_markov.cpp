@@ -1,4 +1,4 @@
-#include "spec/dspark_markov.h"
+#include "dspark/dspark_markov.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "kernels/ops.h"
 
-namespace dspark::spec {
+namespace dspark::net {
 
 namespace {
 
@@ -137,4 +137,4 @@ int64_t MarkovHead::argmax(kernels::MatmulContext& mm, const float* u_row, bool 
   return kernels::argmax(scores, vd_);
 }
 
-}  // namespace dspark::spec
+}  // namespace dspark::net

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace dspark::spec {
+namespace dspark::net {
 
 struct CopyHeadConfig {
   int max_ngram = 3;
@@ -88,4 +88,4 @@ class CopyHead {
   uint64_t slots_proposed_ = 0, slots_accepted_ = 0, drafter_slots_ = 0;
 };
 
-}  // namespace dspark::spec
+}  // namespace dspark::net

@@ -29,10 +29,10 @@
 #include "model/config.h"
 #include "quant/draft_matrix.h"
 #include "quant/quant_config.h"
-#include "spec/dspark_config.h"
-#include "spec/drafter.h"
+#include "dspark/dspark_config.h"
+#include "model/taps.h"
 
-namespace dspark::spec {
+namespace dspark::net {
 
 // The target's token tables for drafters that omit embed_tokens / lm_head (Gemma 3: both are the
 // tied token_embd, raw / unscaled). data == nullptr: not available.
@@ -124,7 +124,7 @@ class DSparkModel {
 
   // Projects n_rows tap rows (taps.taps[i] = [n_rows, H_target] for target_layer_ids[i]) at
   // positions ctx.len.. and appends their K/V to every layer (§3.2).
-  Status append_context(DSparkContext& ctx, DSparkScratch& s, const TapRows& taps) const;
+  Status append_context(DSparkContext& ctx, DSparkScratch& s, const model::TapRows& taps) const;
 
   // Block forward (§3.3) for inputs [γ] at positions ctx.len..: [anchor, MASK x (γ-1)], or with
   // lookup input (E6) [anchor, lookup guesses / MASK]. Writes the post-final-norm rows h_out [γ, H].
@@ -158,4 +158,4 @@ class DSparkModel {
 // RMSNorm over n values in f32 with a double sum: y = x / sqrt(mean(x^2) + eps) * w (w may be null).
 void dspark_rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 
-}  // namespace dspark::spec
+}  // namespace dspark::net

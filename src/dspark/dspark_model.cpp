@@ -1,4 +1,4 @@
-#include "spec/dspark_model.h"
+#include "dspark/dspark_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "kernels/ops.h"
 #include "quant/bind.h"
 
-namespace dspark::spec {
+namespace dspark::net {
 
 namespace {
 
@@ -318,7 +318,7 @@ void DSparkModel::apply_rope(float* x, int64_t n_heads, const double* cs, const 
   }
 }
 
-Status DSparkModel::append_context(DSparkContext& ctx, DSparkScratch& s, const TapRows& taps) const {
+Status DSparkModel::append_context(DSparkContext& ctx, DSparkScratch& s, const model::TapRows& taps) const {
   const DSparkConfig& c = cfg_;
   const int64_t H = c.hidden_size, m = c.n_taps(), hd = c.head_dim, nkv = c.n_kv_heads, kd = nkv * hd;
   if (taps.n_rows == 0) return Status::ok();
@@ -488,4 +488,4 @@ void DSparkModel::base_logits(DSparkScratch& s, const float* h, int64_t n_rows, 
     for (int64_t i = 0; i < n_rows * vd; ++i) u_out[i] = cap * std::tanh(u_out[i] / cap);
 }
 
-}  // namespace dspark::spec
+}  // namespace dspark::net

@@ -13,7 +13,7 @@
 
 #include "core/status.h"
 
-namespace dspark::spec {
+namespace dspark::net {
 
 enum class MarkovHeadType { kVanilla, kGated, kRnn };
 const char* markov_head_type_name(MarkovHeadType t);
@@ -43,14 +43,14 @@ struct DSparkConfig {
   bool has_draft_vocab_size = false;
   std::vector<float> sts_temperatures;  // dspark_sts_temperatures [<= γ]; empty = uncalibrated (T = 1)
   // dspark_copy_head {"max_ngram", "min_ngram"}: the drafter is meant to run with its copy head
-  // (spec/copy_head.h); absent = off.
+  // (dspark/copy_head.h); absent = off.
   bool copy_head = false;
   int copy_max_ngram = 3, copy_min_ngram = 1;
   std::vector<double> copy_prior_acceptance;  // [max_ngram + 1] (n = 0: the drafter's slots); empty = none
   double copy_prior_weight = 20.0;
   // dspark_lookup_input {"max_ngram", "min_ngram"} (extension E6): the block's MASK inputs are
   // replaced by prompt-lookup guesses. Slot k >= 1 gets the token that lookup chains from the anchor
-  // for position a + k (spec/copy_head.h lookup_chain), MASK from the first slot without a match.
+  // for position a + k (dspark/copy_head.h lookup_chain), MASK from the first slot without a match.
   // The network sees what prompt lookup knows and learns when it is right. 0 = off.
   int lookup_max_ngram = 0, lookup_min_ngram = 1;
 
@@ -62,4 +62,4 @@ Result<DSparkConfig> parse_dspark_config(const std::string& text, const std::str
 // Reads and parses a config.json file (errors: "<path>: cannot open").
 Result<DSparkConfig> read_dspark_config(const std::string& path);
 
-}  // namespace dspark::spec
+}  // namespace dspark::net
