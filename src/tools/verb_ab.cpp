@@ -6,6 +6,7 @@
 #include "core/threadpool.h"
 #include "tools/ab_run.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "tools/registry.h"
 #include "tools/sampler_flags.h"
 #include "tools/verbs.h"
@@ -59,8 +60,7 @@ int verb_ab(int argc, char** argv) {
       "  draft-copy=auto|on|off|only|first, draft-quant=none|auto (default none: the checkpoint as given)\n"
       "e.g. --a serial --b draft-kind=ngram,num-draft-tokens=3\n"
       "     --a draft-model=ckpt_v1 --b draft-model=ckpt_v2,draft-threshold=0.3");
-  args.add("--model,-m", &model_spec, "target: registry name or GGUF path");
-  args.add("--cache-dir", &cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
+  add_model_flags(args, &model_spec, &cache);
   args.add("--a", &spec_a, "arm A (the baseline): SPEC");
   args.add("--b", &spec_b, "arm B: SPEC");
   args.add_list("--arm", &named_arms, "another arm, NAME=SPEC (repeatable; without --a, the first is the baseline)");
@@ -72,13 +72,13 @@ int verb_ab(int argc, char** argv) {
   add_sampler_flags(args, &sf, "seed of sampling (per prompt: seed + index) and of the bootstrap; at --temp 0\n"
                     "outputs must match across arms");
   args.add("--repeats,-r", &repeats, "runs of each prompt per arm, summed (order alternates per repeat)", 1, 1000);
-  args.add("--threads,-t", &threads, "worker threads", 1, 256);
+  add_threads_flag(args, &threads);
   args.add("--ctx", &n_ctx, "context size in tokens; longer prompts are skipped", 16, 1 << 20);
   args.add("--bootstrap", &n_boot, "bootstrap resamples", 1, 10000000);
   args.add("--min-accept-delta", &min_accept, "verdict: lowest allowed acceptance-change CI lower bound, points",
            -100.0, 100.0);
   args.add("--min-speed-ratio", &min_speed, "verdict: the speed-ratio CI lower bound must exceed this", 0.0, 1000.0);
-  args.add_flag("--json", &opt.json, "print one JSON object (per arm, comparisons, per prompt) instead of markdown");
+  add_json_flag(args, &opt.json, "print one JSON object (per arm, comparisons, per prompt) instead of markdown");
   args.add("--markdown", &opt.markdown_path, "also write the markdown tables to this file");
   args.add("--plot", &opt.plot_path, "write a PNG of acceptance by position (runs --plot-script)");
   args.add("--python", &opt.python, "python for --plot, looked up in PATH; needs matplotlib");

@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "kernels/ops.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "sample/sampler.h"
 #include "tools/bench_spec.h"
 #include "tools/sampler_flags.h"
@@ -65,17 +66,16 @@ int verb_bench(int argc, char** argv) {
             "With --temp > 0 each repeat also decodes the same prompt sampled (greedy and sampled alternate\n"
             "which runs first), and the time of one sampled row (softmax, truncation, draw) is reported\n"
             "apart from the forward.");
-  args.add("--model,-m", &model_spec, "registry name or GGUF path");
-  args.add("--cache-dir", &cache, "model cache folder");
+  add_model_flags(args, &model_spec, &cache);
   args.add("--n-prompt,-p", &n_prompt, "prefill length in tokens (0 = skip)", 0, 1 << 16);
   args.add("--n-gen,-n", &n_gen, "decode length in tokens (0 = skip)", 0, 1 << 16);
-  args.add("--threads,-t", &threads, "worker threads", 1, 256);
+  add_threads_flag(args, &threads);
   args.add("--repeats,-r", &repeats, "repeats per measurement", 1, 1000);
   args.add_flag("--verify-curve", &curve, "also measure the verify-cost curve");
   args.add("--curve-ctx", &curve_ctx, "context length before the curve's forwards", 1, 1 << 16);
   args.add("--curve-max", &curve_max, "largest number of new tokens on the curve", 1, 64);
   add_sampler_flags(args, &sf);
-  args.add_flag("--json", &json, "print one JSON object");
+  add_json_flag(args, &json, "print one JSON object");
   args.add_flag("--spec", &spec_mode, "serial vs speculative on a prompt file, per category (-n tokens per prompt)");
   args.add("--prompts", &sopt.prompts, "--spec: JSONL with {category, turns: [text]}");
   args.add("--n-prompts", &n_spec_prompts, "--spec: prompts to run, round robin over categories", 1, 100000);

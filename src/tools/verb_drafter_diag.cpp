@@ -7,6 +7,7 @@
 
 #include "core/threadpool.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "tools/loaded_model.h"
 #include "tools/verbs.h"
 #include "train/checkpoint_params.h"
@@ -48,16 +49,15 @@ int verb_drafter_diag(int argc, char** argv) {
             "held-out and the training split; the same on held-out with the context taps zeroed and shuffled\n"
             "across sequences (if nothing drops, the context path is dead); draft vs target entropy by slot;\n"
             "and the per-tap RMS table of the data.");
-  args.add("--model,-m", &model_spec, "target: registry name or GGUF path");
-  args.add("--cache-dir", &cache, "model cache folder");
+  add_model_flags(args, &model_spec, &cache);
   args.add_list("--data", &data, "regen output folder (repeatable)");
   args.add("--seqs", &seqs, "sequences per split", 2, 100000);
   args.add("--anchors", &anchors, "anchor blocks per sequence", 1, 4096);
   args.add("--seed", &seed, "batch seed", 0, INT64_MAX);
   args.add("--heldout-mod", &heldout_mod, "held-out prompts: index % N == 0 (as train-drafter)", 2, 1000000);
   args.add("--tap-seqs", &tap_seqs, "training sequences for the tap RMS table", 1, 1000000);
-  args.add("--threads,-t", &threads, "threads", 1, 256);
-  args.add_flag("--json", &json, "print the results as JSON");
+  add_threads_flag(args, &threads);
+  add_json_flag(args, &json, "print the results as JSON");
   auto fail = [](const std::string& m, int code = kExitBadInput) {
     std::fprintf(stderr, "dspark drafter-diag: %s\n", m.c_str());
     return code;

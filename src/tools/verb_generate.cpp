@@ -10,6 +10,7 @@
 #include "spec/spec_decode.h"
 #include "tokenizer/chat_template.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "tools/sampler_flags.h"
 #include "tools/spec_flags.h"
 #include "tools/loaded_model.h"
@@ -31,8 +32,7 @@ int verb_generate(int argc, char** argv) {
             "speeds go to stderr (or everything as one JSON object with --json). With a drafter the\n"
             "output is the same (temperature 0) or identically distributed (temperature > 0), and the\n"
             "speculative telemetry is reported too.");
-  args.add("--model,-m", &model_spec, "registry name or GGUF path");
-  args.add("--cache-dir", &cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
+  add_model_flags(args, &model_spec, &cache);
   args.add("--prompt,-p", &prompt, "prompt text");
   args.add("--prompt-file,-f", &prompt_file, "read the prompt from a file");
   args.add_flag("--chat", &chat, "wrap the prompt in the Gemma 3 chat template (one user turn)");
@@ -40,9 +40,9 @@ int verb_generate(int argc, char** argv) {
   add_sampler_flags(args, &sf);
   args.add_list("--stop", &stops, "stop string (repeatable); not included in the output");
   args.add_flag("--ignore-eos", &ignore_eos, "keep generating past end-of-sequence tokens");
-  args.add("--threads,-t", &threads, "worker threads (default: physical cores)", 1, 256);
+  add_threads_flag(args, &threads);
   args.add("--ctx", &n_ctx, "context size in tokens", 16, 1 << 20);
-  args.add_flag("--json", &json, "print one JSON object instead of streaming text");
+  add_json_flag(args, &json, "print one JSON object instead of streaming text");
   add_spec_flags(args, &spec_flags);
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark generate: %s\n", st.message().c_str());

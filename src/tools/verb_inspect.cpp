@@ -5,6 +5,7 @@
 
 #include "formats/gguf.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "tools/registry.h"
 #include "tools/verbs.h"
 
@@ -14,9 +15,8 @@ int verb_inspect(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache;
   bool json = false;
   Args args("dspark inspect --model M [--json]", "Print the metadata keys and tensor table of a GGUF file.");
-  args.add("--model,-m", &model_spec, "registry name or GGUF path");
-  args.add("--cache-dir", &cache, "model cache folder");
-  args.add_flag("--json", &json, "print one JSON object");
+  add_model_flags(args, &model_spec, &cache);
+  add_json_flag(args, &json, "print one JSON object");
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark inspect: %s\n", st.message().c_str());
     return kExitBadInput;

@@ -9,6 +9,7 @@
 #include "model/gemma3.h"
 #include "quant/convert.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "tools/drafter_smoke.h"
 #include "tools/progress.h"
 #include "tools/registry.h"
@@ -40,12 +41,11 @@ int verb_quantize_drafter(int argc, char** argv) {
   args.add("--group", &group, "group size along the input dim (32, 64, 128)", 1, 4096);
   args.add("--recipe", &recipe, "per-tensor overrides (JSON file)");
   args.add("--out,-o", &out, "output directory (default DIR-<method><bits>g<group>)");
-  args.add("--model,-m", &model_spec, "target: registry name or GGUF path (E3 lm_head rows, reload check)");
-  args.add("--cache-dir", &cache, "model cache folder");
+  add_model_flags(args, &model_spec, &cache);
   args.add("--seed", &seed, "turbo: seed of the per-tensor rotation signs", 0, INT64_MAX);
-  args.add("--threads,-t", &threads, "threads for the reload check", 1, 256);
+  add_threads_flag(args, &threads);
   args.add_flag("--no-check", &no_check, "skip the reload + draft check (the target is still read for E3 heads)");
-  args.add_flag("--json", &json, "print the report as one JSON object");
+  add_json_flag(args, &json, "print the report as one JSON object");
   auto fail = [](const std::string& m, int code = kExitBadInput) {
     std::fprintf(stderr, "dspark quantize-drafter: %s\n", m.c_str());
     return code;

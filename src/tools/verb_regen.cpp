@@ -14,6 +14,7 @@
 #include "core/threadpool.h"
 #include "tokenizer/chat_template.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "tools/loaded_model.h"
 #include "tools/progress.h"
 #include "tools/registry.h"
@@ -69,8 +70,7 @@ int verb_regen(int argc, char** argv) {
             "distributions) and DIR/manifest.json. Kill it any time: a rerun with the same flags verifies\n"
             "finished shards and continues. Refuses prompts that repeat an evaluation prompt\n"
             "(--eval-prompts, default: spec_bench_dev.jsonl beside the training file, else data/spec_bench_dev.jsonl).");
-  args.add("--model,-m", &model_spec, "registry name or GGUF path");
-  args.add("--cache-dir", &cache, "model cache folder");
+  add_model_flags(args, &model_spec, &cache);
   args.add("--prompts", &prompts_path, "training prompts JSONL (required)");
   args.add("--eval-prompts", &eval_path, "evaluation prompts that must not overlap");
   args.add("--out,-o", &out_dir, "output folder (required)");
@@ -84,7 +84,7 @@ int verb_regen(int argc, char** argv) {
   args.add("--seed", &seed, "selects the sampled prompts and seeds their sampling", 0, INT64_MAX);
   args.add("--n-prompts", &n_prompts, "use only the first N prompts (0 = all)", 0, INT64_MAX);
   args.add("--shard-size", &shard_size, "prompts per shard", 1, 1 << 20);
-  args.add("--threads,-t", &threads, "worker threads", 1, 256);
+  add_threads_flag(args, &threads);
   std::string export_ids, from_ids;
   bool prompt_text = false;
   args.add_flag("--prompt-text", &prompt_text, "distillation on the prompts themselves: no responses; every chat-templated\n"
@@ -95,7 +95,7 @@ int verb_regen(int argc, char** argv) {
            "(no generation; the file is small enough to keep, see --from-ids)");
   args.add("--from-ids", &from_ids, "rebuild shards from an --export-ids file by teacher-forced target forwards\n"
            "(prefill speed) instead of decoding; --taps / --top-k may differ from the original run");
-  args.add_flag("--json", &json, "print a JSON summary on stdout");
+  add_json_flag(args, &json, "print a JSON summary on stdout");
   auto fail = [](const std::string& m, int code = kExitBadInput) {
     std::fprintf(stderr, "dspark regen: %s\n", m.c_str());
     return code;

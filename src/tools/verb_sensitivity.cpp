@@ -15,6 +15,7 @@
 #include "quant/knapsack.h"
 #include "quant/quant_config.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "tools/loaded_model.h"
 #include "tools/progress.h"
 #include "tools/verbs.h"
@@ -61,8 +62,7 @@ int verb_sensitivity(int argc, char** argv) {
             "with the slot-0 argmax agreement. Affine uses --affine-group, turbo --turbo-group (default 64 / 32:\n"
             "equal bits per weight, e.g. 4.5 at 4 bits). --target-bpw runs the greedy knapsack (largest KL\n"
             "reduction per extra bit first, the budget a ceiling) and writes a recipe for quantize-drafter.");
-  args.add("--model,-m", &model_spec, "target: registry name or GGUF path");
-  args.add("--cache-dir", &cache, "model cache folder");
+  add_model_flags(args, &model_spec, &cache);
   args.add_list("--calib", &calib, "regen output folder (repeatable); its held-out split is used");
   args.add("--bits", &bits_s, "candidate bit widths (turbo takes 2, 3, 4 only)");
   args.add("--methods", &methods_s, "candidate methods: affine, turbo");
@@ -76,8 +76,8 @@ int verb_sensitivity(int argc, char** argv) {
   args.add("--recipe-out", &recipe_out, "where the knapsack writes its recipe (JSON); with several targets a\n"
            "path containing {bpw}, e.g. recipes/mix-{bpw}.json");
   args.add("--markdown", &md_path, "also write the table as markdown");
-  args.add("--threads,-t", &threads, "threads", 1, 256);
-  args.add_flag("--json", &json, "print the table (and allocation) as JSON");
+  add_threads_flag(args, &threads);
+  add_json_flag(args, &json, "print the table (and allocation) as JSON");
   auto fail = [](const std::string& m, int code = kExitBadInput) {
     std::fprintf(stderr, "dspark sensitivity: %s\n", m.c_str());
     return code;

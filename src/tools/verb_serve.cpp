@@ -17,6 +17,7 @@
 #include "serve/scheduler.h"
 #include "spec/drafter_dspark.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "tools/drafter_factory.h"
 #include "tools/spec_flags.h"
 #include "tools/loaded_model.h"
@@ -99,8 +100,7 @@ int verb_serve(int argc, char** argv) {
             "and a chat page at /. Every slot decodes speculatively with its own drafter (default: the\n"
             "model's shipped DSpark drafter, else n-gram); answers equal serial decoding at temperature 0.\n"
             "See docs/SERVE.md.");
-  args.add("--model,-m", &model_spec, "registry name or GGUF path");
-  args.add("--cache-dir", &cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
+  add_model_flags(args, &model_spec, &cache);
   add_spec_flags(args, &spec_flags);
   args.add("--host", &host, "address to listen on (default: localhost only)");
   args.add("--port", &port, "TCP port (0: any free port, printed at start)", 0, 65535);
@@ -111,7 +111,7 @@ int verb_serve(int argc, char** argv) {
   args.add("--parallel", &parallel, "generation slots (each its own KV cache and drafter)", 1, 256);
   args.add("--ctx", &n_ctx, "context size in tokens per slot", 16, 1 << 20);
   args.add("--max-queue", &max_queue, "requests waiting for a slot at most; more get HTTP 429", 0, 1 << 20);
-  args.add("--threads,-t", &threads, "compute threads (default: physical cores)", 1, 256);
+  add_threads_flag(args, &threads);
   args.add("--max-body", &max_body, "largest request body in bytes (more: HTTP 413)", 1024, 1ll << 30);
   args.add("--cache-mib", &cache_mib, "prompt-cache budget in MiB (KV kept per slot for prefix reuse); 0 = off", 0,
            1 << 20);

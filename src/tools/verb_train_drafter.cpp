@@ -4,6 +4,7 @@
 
 #include "core/threadpool.h"
 #include "tools/args.h"
+#include "tools/common_flags.h"
 #include "tools/loaded_model.h"
 #include "tools/heldout_eval.h"
 #include "tools/verbs.h"
@@ -29,8 +30,7 @@ int verb_train_drafter(int argc, char** argv) {
             "warmup + cosine decay. Every --ckpt-every steps: DIR/state.safetensors (for --resume),\n"
             "DIR/drafter/ (the checkpoint `dspark generate --draft-model` loads) and a held-out acceptance\n"
             "measured with the serving drafter. Log: DIR/train_log.jsonl.");
-  args.add("--model,-m", &model_spec, "target: registry name or GGUF path");
-  args.add("--cache-dir", &cache, "model cache folder");
+  add_model_flags(args, &model_spec, &cache);
   args.add_list("--data", &data, "regen output folder (repeatable)");
   args.add("--out,-o", &o.out_dir, "output folder (required)");
   args.add("--taps", &taps_s, "target layers the drafter reads (a subset of the regen taps)");
@@ -55,7 +55,7 @@ int verb_train_drafter(int argc, char** argv) {
   args.add("--ckpt-every", &ckpt, "steps per checkpoint + held-out evaluation", 1, 100000000);
   args.add("--eval-seqs", &eval_seqs, "held-out greedy sequences per evaluation (0 = skip)", 0, 1000000);
   args.add("--heldout-mod", &heldout_mod, "hold out prompts with index % N == 0", 2, 1000000);
-  args.add("--threads,-t", &threads, "threads", 1, 256);
+  add_threads_flag(args, &threads);
   std::string setup = "fixed", tap_norm = "", qk_init = "", norm_init = "";
   double ls_init = -1, ls_mult = -1;
   args.add("--setup", &setup, "fixed (default: tap normalisation, q/k init, learned logit scale) or legacy\n"
@@ -66,7 +66,7 @@ int verb_train_drafter(int argc, char** argv) {
   args.add("--logit-scale-init", &ls_init, "initial logit scale (folded into norm.weight at export)", 1e-3, 1e4);
   args.add("--logit-scale-lr-mult", &ls_mult, "learning-rate multiplier of the log logit scale (0 = frozen)", 0.0, 1e4);
   args.add_flag("--resume", &resume, "continue from DIR/state.safetensors");
-  args.add_flag("--json", &json, "print the final summary as JSON");
+  add_json_flag(args, &json, "print the final summary as JSON");
   auto fail = [](const std::string& m, int code = kExitBadInput) {
     std::fprintf(stderr, "dspark train-drafter: %s\n", m.c_str());
     return code;

@@ -1,0 +1,16 @@
+#include "tools/common_flags.h"
+
+namespace dspark::tools {
+
+void add_model_flags(Args& args, std::string* model, std::string* cache) {
+  args.add("--model,-m", model, "target: registry name (dspark get --list) or GGUF path");
+  args.add("--cache-dir", cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
+}
+
+void add_threads_flag(Args& args, int64_t* threads) {
+  args.add("--threads,-t", threads, "worker threads", 1, 256);
+}
+
+void add_json_flag(Args& args, bool* json, const std::string& what) { args.add_flag("--json", json, what); }
+
+}  // namespace dspark::tools

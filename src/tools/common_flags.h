@@ -1,0 +1,20 @@
+// The flags most verbs share, registered by one function each so their names, help and defaults
+// agree everywhere: --model/-m and --cache-dir (the target), --threads/-t, --json. Sampling flags
+// (--temp ... --seed) are tools/sampler_flags.h; speculative ones tools/spec_flags.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tools/args.h"
+
+namespace dspark::tools {
+
+// --model/-m (registry name or GGUF path; default as *model holds) and --cache-dir.
+void add_model_flags(Args& args, std::string* model, std::string* cache);
+// --threads/-t in [1, 256] (default as *threads holds; verbs start from ThreadPool::default_threads()).
+void add_threads_flag(Args& args, int64_t* threads);
+// --json: `what` says what the verb prints.
+void add_json_flag(Args& args, bool* json, const std::string& what = "print one JSON object");
+
+}  // namespace dspark::tools
