@@ -21,6 +21,7 @@ constexpr Verb kVerbs[] = {
     {"ab", dspark::tools::verb_ab, "acceptance A/B of drafter configs: paired bootstrap CIs and a pass/fail verdict"},
     {"serve", dspark::tools::verb_serve, "OpenAI-compatible HTTP server with speculative decoding and a chat page"},
     {"inspect", dspark::tools::verb_inspect, "print a GGUF file's metadata and tensor table"},
+    {"tokenize", dspark::tools::verb_tokenize, "the model's tokenizer: text -> ids and pieces, or ids -> text"},
     {"regen", dspark::tools::verb_regen, "target answers training prompts -> shards for drafter training"},
     {"train-drafter", dspark::tools::verb_train_drafter, "train a DSpark drafter on regen shards"},
     {"quantize-drafter", dspark::tools::verb_quantize_drafter, "quantize a DSpark drafter checkpoint (affine MLX or TurboQuant)"},

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "serve/tokenize_api.h"
 #include "serve/web_ui.h"
 
 namespace dspark::serve {
@@ -101,7 +102,7 @@ std::string public_name(const std::string& path) {
 std::string route_of(const HttpRequest* req) {
   if (!req) return "other";
   static const char* kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
-                                 "/stats", "/metrics", "/"};
+                                 "/stats", "/metrics", "/tokenize", "/detokenize", "/"};
   for (const char* r : kKnown)
     if (req->path == r) return r;
   if (req->path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -110,7 +111,8 @@ std::string route_of(const HttpRequest* req) {
 
 // The methods each route answers ("" = unknown route).
 std::string_view methods_of(std::string_view path) {
-  if (path == "/v1/chat/completions" || path == "/v1/completions") return "POST";
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" || path == "/detokenize")
+    return "POST";
   if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/health" || path == "/stats" ||
       path == "/metrics" || path == "/")
     return "GET, HEAD";
@@ -250,6 +252,14 @@ HttpReply HttpServer::route(const HttpRequest& req, HttpConn& conn) {
       r.content_type = "text/html; charset=utf-8";
       r.body = std::string(kWebUiHtml);
       return r;
+    }
+    if (req.path == "/tokenize" || req.path == "/detokenize") {
+      if (!is_json_content_type(std::string(req.header("content-type"))))
+        return error_reply({415, "Content-Type must be application/json", "invalid_request_error", "",
+                            "unsupported_media_type"});
+      auto r = req.path == "/tokenize" ? tokenize_route(req.body, tok_) : detokenize_route(req.body, tok_);
+      if (auto* e = std::get_if<ApiError>(&r)) return error_reply(*e);
+      return json_reply(std::get<json>(r));
     }
     return generation(req.path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletion, req, conn);
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@ int verb_get(int argc, char** argv);
 int verb_generate(int argc, char** argv);
 int verb_bench(int argc, char** argv);
 int verb_inspect(int argc, char** argv);
+int verb_tokenize(int argc, char** argv);
 int verb_regen(int argc, char** argv);
 int verb_train_drafter(int argc, char** argv);
 int verb_quantize_drafter(int argc, char** argv);

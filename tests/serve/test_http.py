@@ -110,6 +110,24 @@ def http_checks(port, mid):
         r = raw(port, data, wait=5)
         check(statuses(r) == [status] and json_code(r) == code, f"{what} -> {status} {code} ({statuses(r)}, {json_code(r)})")
 
+    # llama-server's tokenizer routes.
+    def jbody(resp):
+        return json.loads(resp.split(b"\r\n\r\n", 1)[1])
+    r = raw(port, post("/tokenize", {"content": "Hello world", "add_special": True}, b"Connection: close\r\n"), wait=5)
+    ids = jbody(r).get("tokens") if statuses(r) == [200] else None
+    r2 = raw(port, post("/tokenize", {"content": "Hello world", "with_pieces": True}, b"Connection: close\r\n"), wait=5)
+    pieces = [t["piece"] for t in jbody(r2)["tokens"]] if statuses(r2) == [200] else None
+    r3 = raw(port, post("/detokenize", {"tokens": ids or []}, b"Connection: close\r\n"), wait=5)
+    text = jbody(r3).get("content") if statuses(r3) == [200] else None
+    check(isinstance(ids, list) and len(ids) == 3 and pieces == ["Hello", " world"] and text == "<bos>Hello world",
+          f"/tokenize + /detokenize round trip ({ids}, {pieces}, {text!r})")
+    for what, path, body, code in (("tokenize without content", "/tokenize", {"add_special": True}, "missing_field"),
+                                   ("tokenize unknown field", "/tokenize", {"content": "a", "x": 1}, "unknown_field"),
+                                   ("detokenize id out of range", "/detokenize", {"tokens": [1, 10 ** 9]}, "invalid_value"),
+                                   ("detokenize not a list", "/detokenize", {"tokens": "1 2"}, "invalid_type")):
+        r = raw(port, post(path, body, b"Connection: close\r\n"), wait=5)
+        check(statuses(r) == [400] and json_code(r) == code, f"{what} -> 400 {code} ({statuses(r)}, {json_code(r)})")
+
     # Abandoned non-streamed requests: the slot is free again at once.
     long_req = post("/v1/completions", {"model": mid, "prompt": "Count from 1 to 1000:", "max_tokens": 400, "temperature": 0})
     socks = []
