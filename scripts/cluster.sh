@@ -53,6 +53,19 @@ except Exception:
 EOF
 }
 
+# wait_healthy URL PIDFILE WHAT LOG SECONDS: until URL answers 200; stops everything and fails if
+# the process exits or the time runs out.
+wait_healthy() {
+  local url="$1" pidf="$2" what="$3" log="$4" tries=$(( $5 * 5 )) i
+  for i in $(seq 1 "$tries"); do
+    health "$url" && return 0
+    alive "$pidf" || { tail -5 "$log" >&2; stop_all; die "$what exited (log: $log)"; }
+    sleep 0.2
+  done
+  stop_all
+  die "$what not ready after $5 s (log: $log)"
+}
+
 stop_all() {
   # Replicas first (SIGTERM: they drain, /health turns 503 and the balancer stops sending), then the
   # balancer and Prometheus.
@@ -102,12 +115,7 @@ case "$cmd" in
       echo $! >"$dir/replica-$k.pid"
     done
     for k in $(seq 1 "$n"); do
-      for i in $(seq 1 600); do
-        health "http://127.0.0.1:$((port + k))/health" && break
-        alive "$dir/replica-$k.pid" || { tail -5 "$dir/replica-$k.log" >&2; stop_all; die "replica $k exited (log: $dir/replica-$k.log)"; }
-        [ "$i" -lt 600 ] || { stop_all; die "replica $k not healthy after 120 s (log: $dir/replica-$k.log)"; }
-        sleep 0.2
-      done
+      wait_healthy "http://127.0.0.1:$((port + k))/health" "$dir/replica-$k.pid" "replica $k" "$dir/replica-$k.log" 120
     done
     # The balancer: the checked-in config with this cluster's ports and replicas.
     python3 - "$cfg_src" "$dir/haproxy.cfg" "$port" "$n" <<'EOF'
@@ -134,11 +142,7 @@ EOF
     haproxy -c -q -f "$dir/haproxy.cfg" || { stop_all; die "$dir/haproxy.cfg: invalid (haproxy -c)"; }
     haproxy -db -f "$dir/haproxy.cfg" >"$dir/haproxy.log" 2>&1 &
     echo $! >"$dir/haproxy.pid"
-    for i in $(seq 1 100); do
-      health "http://127.0.0.1:$((port + 98))/metrics" && break
-      [ "$i" -lt 100 ] || { stop_all; die "haproxy did not start (log: $dir/haproxy.log)"; }
-      sleep 0.1
-    done
+    wait_healthy "http://127.0.0.1:$((port + 98))/metrics" "$dir/haproxy.pid" haproxy "$dir/haproxy.log" 20
     if [ "$prom" = 1 ]; then
       {
         echo "global:"
@@ -159,11 +163,7 @@ EOF
       prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/prometheus-data" \
         --web.listen-address="127.0.0.1:$((port + 99))" >"$dir/prometheus.log" 2>&1 &
       echo $! >"$dir/prometheus.pid"
-      for i in $(seq 1 100); do
-        health "http://127.0.0.1:$((port + 99))/-/ready" && break
-        [ "$i" -lt 100 ] || { stop_all; die "prometheus did not start (log: $dir/prometheus.log)"; }
-        sleep 0.2
-      done
+      wait_healthy "http://127.0.0.1:$((port + 99))/-/ready" "$dir/prometheus.pid" prometheus "$dir/prometheus.log" 20
     fi
     echo "cluster.sh: $n replica(s) on 127.0.0.1:$((port + 1))..$((port + n)), balancer http://127.0.0.1:$port/v1," \
          "HAProxy stats http://127.0.0.1:$((port + 98))/$([ "$prom" = 1 ] && echo ", Prometheus http://127.0.0.1:$((port + 99))/") (dir $dir)"
