@@ -8,7 +8,7 @@
 #
 # Ports: the balancer on P (default 8080), replica k on P+k (k = 1..N), HAProxy's stats page and
 # Prometheus exporter on P+98, Prometheus on P+99. SERVE_ARGS go to every replica (e.g. -m MODEL
-# --parallel 2). Logs, pid files and the generated configs live in DIR (default work/cluster of the
+# --parallel 2). Logs, pid files and the generated configs live in DIR (default build/cluster of the
 # repository, or ./dspark-cluster when run from an install). Needs haproxy (Debian: apt install
 # haproxy) and, unless --no-prometheus, prometheus (apt install prometheus). The balancer config is
 # deploy/haproxy/dspark.cfg with this cluster's ports and replicas; docs/SERVE.md "Scale-out".
@@ -36,7 +36,7 @@ done
 [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || die "-n $n: give 1..64 replicas"
 [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1 ] && [ "$port" -le 65435 ] || die "--port $port: give 1..65435"
 if [ -z "$dir" ]; then
-  if [ -d "$root/.git" ] || [ -f "$root/CMakeLists.txt" ]; then dir="$root/work/cluster"; else dir="$PWD/dspark-cluster"; fi
+  if [ -d "$root/.git" ] || [ -f "$root/CMakeLists.txt" ]; then dir="$root/build/cluster"; else dir="$PWD/dspark-cluster"; fi
 fi
 cfg_src="$root/deploy/haproxy/dspark.cfg"
 
