@@ -128,18 +128,4 @@ Status check_spec(const SpecConfig& c) {
   return Status::ok();
 }
 
-std::string describe(const SpecConfig& c) {
-  std::string s;
-  const SpecConfig defaults;
-  for (const SpecKey& k : kKeys) {
-    const std::string v = k.get(c);
-    if (v == k.get(defaults) && std::string(k.name) != "draft-kind") continue;
-    if (!s.empty()) s += ",";
-    s += k.name;
-    s += "=";
-    s += v;
-  }
-  return s;
-}
-
 }  // namespace dspark::spec

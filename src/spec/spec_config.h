@@ -51,7 +51,4 @@ Result<SpecConfig> parse_spec(const std::string& text, SpecConfig base = {});
 // drafter kind's existence is checked by the registry that opens it.
 Status check_spec(const SpecConfig& c);
 
-// "kind=dspark,model=...,gamma=7,..." for logs and JSON.
-std::string describe(const SpecConfig& c);
-
 }  // namespace dspark::spec

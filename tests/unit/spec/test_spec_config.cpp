@@ -16,7 +16,12 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   c.copy = "only";
   c.quant = "none";
   std::string text;
-  for (const SpecKey& k : spec_keys()) text += (text.empty() ? "" : ",") + std::string(k.name) + "=" + k.get(c);
+  for (const SpecKey& k : spec_keys()) {
+    if (!text.empty()) text += ",";
+    text += k.name;
+    text += "=";
+    text += k.get(c);
+  }
   auto back = parse_spec(text);
   ASSERT_TRUE(back) << back.message();
   EXPECT_EQ(*back, c);
