@@ -253,6 +253,24 @@ struct BlockScales {
       for (int k = 0; k < 4; ++k) mp[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(mt[k]));
     }
   }
+  // Legacy formats (kLegacy / kLegacyMin) keep d (f16) at byte 0 of every block and m (f16) at
+  // byte 2: block b of the 8 rows w[i] -> one 32-bit load per row, then a vector f16 -> f32
+  // conversion (exact, so the same values as D::d / D::m; the decode path's per-block scalar
+  // conversions were a large share of its time on thin matrices).
+  void init_legacy(const uint8_t* const* w, int64_t b) {
+    constexpr QKind K = D::kKind;
+    static_assert(K == QKind::kLegacy || K == QKind::kLegacyMin);
+    alignas(32) uint32_t dm[kLanes];
+    for (int i = 0; i < kLanes; ++i) std::memcpy(&dm[i], w[i] + b * D::kBytes, 4);
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(dm));
+    const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+    dwv = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1)));
+    mwv = _mm256_setzero_ps();
+    if constexpr (K == QKind::kLegacyMin) {
+      const __m256i hi = _mm256_srli_epi32(v, 16);
+      mwv = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1)));
+    }
+  }
   // acc (8 rows, one token) after block b, given the rows' exact block sums isum.
   __m256 step(__m256 A, __m256i isum, const uint8_t* a, const ActLayout& L, int64_t b) const {
     constexpr QKind K = D::kKind;
@@ -299,7 +317,8 @@ inline void qrows8(const uint8_t* const* w, int64_t nb, const uint8_t* act, size
         }
       }
       BlockScales<D> bsc;
-      bsc.init(st);
+      if constexpr (K == QKind::kLegacy || K == QKind::kLegacyMin) bsc.init_legacy(w, b);
+      else bsc.init(st);
       A = bsc.step(A, reduce8x8(P), act, L, b);
     }
     _mm256_storeu_ps(acc, A);
