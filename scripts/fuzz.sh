@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build a parser fuzzer with `cmake --preset fuzz` (clang++, ASan + UBSan + libFuzzer) and run it.
-#   scripts/fuzz.sh gguf|safetensors|openai_api|http [seconds=600]
+#   scripts/fuzz.sh gguf|safetensors|openai_api|http|bpe [seconds=600]
 # Seeds: tests/fuzz/corpus (gguf) or tests/fuzz/corpus_<target> (read only), dictionary
 # tests/fuzz/<target>.dict. New inputs go to build/fuzz/corpus_<target>, crash reproducers to
 # build/fuzz/artifacts_<target>/, the log to build/fuzz/fuzz_<target>.log (or $FUZZ_LOG).
@@ -13,7 +13,8 @@ case "$target" in
   safetensors) seeds="tests/fuzz/corpus_safetensors" ;;
   openai_api) seeds="tests/fuzz/corpus_openai_api" ;;
   http) seeds="tests/fuzz/corpus_http" ;;
-  *) echo "usage: scripts/fuzz.sh gguf|safetensors|openai_api|http [seconds]" >&2; exit 2 ;;
+  bpe) seeds="tests/fuzz/corpus_bpe" ;;
+  *) echo "usage: scripts/fuzz.sh gguf|safetensors|openai_api|http|bpe [seconds]" >&2; exit 2 ;;
 esac
 secs="${2:-600}"
 root="$(cd "$(dirname "$0")/.." && pwd)"

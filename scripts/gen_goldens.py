@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate llama.cpp reference goldens for dspark (the ONLY writer of tests/goldens/).
 
-Outputs (under --out, default tests/goldens):
+Outputs (under --out, default tests/goldens for Gemma 3 270M, tests/goldens/<name> otherwise):
   tokens.jsonl            tokenizer goldens for every first turn of spec_bench_dev.jsonl
   teacher_forced.bin/json teacher-forced top-20 log-softmax over >= 4,000 positions
   greedy.jsonl            64-token pure-argmax continuations of 32 chat prompts
@@ -10,9 +10,17 @@ Outputs (under --out, default tests/goldens):
 Reference: llama-cpp-python (low-level C API), n_threads=2, n_ctx 2048, n_batch 512,
 n_ubatch 512, f16 K and V cache, flash attention disabled, CPU only.
 
+Models: the default (--name gemma3-270m) is the Gemma 3 270M package model, with its sha256
+checked and the hand-written Gemma 3 chat format of GEMMA3-GGUF.md; its output is unchanged by
+the other profile. Any other --name takes --model PATH and renders the GGUF's
+tokenizer.chat_template with Jinja2 (messages=[{"role": "user", "content": turn}],
+add_generation_prompt=True, bos_token / eos_token from the vocabulary); greedy runs stop at
+llama.cpp's end-of-generation tokens (llama_vocab_is_eog).
+
 Usage:
   python scripts/gen_goldens.py [--out DIR] [--model PATH] [--data FILE]
   python scripts/gen_goldens.py --check      # only verify the model's sha256
+  python scripts/gen_goldens.py --model /path/smollm2.gguf --name smollm2   # -> tests/goldens/smollm2
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama_ref  # noqa: E402
-from llama_ref import LlamaRef, chat_text, sha256_file  # noqa: E402
+from llama_ref import LlamaRef, chat_text, render_chat_template, sha256_file  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "spec_bench_dev.jsonl")
@@ -45,6 +53,72 @@ GREEDY_N = 32
 GREEDY_NEW = 64
 SECTION_75_TEXT = "<bos><start_of_turn>user\nTest<end_of_turn>\n<start_of_turn>model\n"
 SECTION_75_IDS = [2, 105, 2364, 107, 3694, 106, 107, 105, 4368, 107]
+GEMMA_NAME = "gemma3-270m"
+
+
+class GemmaProfile:
+    """Gemma 3 270M: hand-written chat format (GEMMA3-GGUF.md 8), stop ids 1 and 106."""
+
+    name = GEMMA_NAME
+    generic = False
+
+    def chat_text(self, turn: str) -> str:
+        return chat_text(turn)
+
+    def chat_document(self, turns: list[str]) -> str:
+        chat = "<bos>"
+        for t in turns:
+            chat += ("<start_of_turn>user\n" + t.strip() + "<end_of_turn>\n"
+                     "<start_of_turn>model\n<end_of_turn>\n")
+        return chat
+
+    def is_stop(self, tok: int) -> bool:
+        return tok in (llama_ref.TOK_EOS, llama_ref.TOK_END_OF_TURN)
+
+    def tf_tokens_note(self) -> str:
+        return ("input ids; each sequence is evaluated from an empty KV cache at "
+                "positions 0..len-1 (every sequence starts with BOS=2)")
+
+
+class TemplateProfile:
+    """Any other model: its GGUF chat template rendered with Jinja2, stops at EOG tokens."""
+
+    generic = True
+
+    def __init__(self, ref: LlamaRef, name: str):
+        self.name = name
+        self.ref = ref
+        self.template = ref.meta_str("tokenizer.chat_template")
+        if self.template is None:
+            raise SystemExit(f"{name}: the GGUF has no tokenizer.chat_template")
+        bos, eos = ref.bos_id(), ref.eos_id()
+        self.bos_token = ref.token_text(bos) if bos >= 0 else ""
+        self.eos_token = ref.token_text(eos) if eos >= 0 else ""
+        self.eog = ref.eog_ids()
+        self.eog_set = set(self.eog)
+
+    def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
+        return render_chat_template(self.template, messages, self.bos_token, self.eos_token,
+                                    add_generation_prompt)
+
+    def chat_text(self, turn: str) -> str:
+        return self.render([{"role": "user", "content": turn}], True)
+
+    def chat_document(self, turns: list[str]) -> str:
+        # One conversation: each turn answered by an empty assistant message.
+        messages = []
+        for t in turns:
+            messages += [{"role": "user", "content": t}, {"role": "assistant", "content": ""}]
+        return self.render(messages, False)
+
+    def is_stop(self, tok: int) -> bool:
+        return tok in self.eog_set
+
+    def tf_tokens_note(self) -> str:
+        bos = (f"every sequence starts with BOS={self.ref.bos_id()}" if self.ref.add_bos()
+               else "the model adds no BOS")
+        return ("input ids; each sequence is evaluated from an empty KV cache at "
+                f"positions 0..len-1 ({bos})")
 
 
 def log(msg: str) -> None:
@@ -63,11 +137,11 @@ def dump_jsonl(path: str, rows: list[dict]) -> None:
 
 
 # --------------------------------------------------------------------------- (a)
-def gen_tokens(ref: LlamaRef, rows: list[dict], out: str) -> dict:
+def gen_tokens(ref: LlamaRef, prof, rows: list[dict], out: str) -> dict:
     recs = []
     for r in rows:
         text = r["turns"][0]
-        ct = chat_text(text)
+        ct = prof.chat_text(text)
         recs.append({
             "question_id": r["question_id"],
             "category": r["category"],
@@ -84,8 +158,8 @@ def gen_tokens(ref: LlamaRef, rows: list[dict], out: str) -> dict:
 
 
 # --------------------------------------------------------------------------- (b)
-def tf_documents(ref: LlamaRef, rows: list[dict]) -> list[dict]:
-    """Deterministic documents for teacher forcing (each starts with BOS)."""
+def tf_documents(ref: LlamaRef, prof, rows: list[dict]) -> list[dict]:
+    """Deterministic documents for teacher forcing (each starts with BOS if the model adds one)."""
 
     def by_cat(cat):
         return [r for r in rows if r["category"] == cat]
@@ -111,10 +185,8 @@ def tf_documents(ref: LlamaRef, rows: list[dict]) -> list[dict]:
     docs.append({"name": "multi-turn questions: turns 1 and 2 joined by blank lines",
                  "ids": raw("\n\n".join(p.strip() for p in parts), 700)})
     # Chat-formatted text (special tokens parsed): several single-turn prompts back to back.
-    chat = "<bos>"
-    for r in by_cat("translation")[:6] + by_cat("math_reasoning")[:4] + by_cat("qa")[:6]:
-        chat += ("<start_of_turn>user\n" + r["turns"][0].strip() + "<end_of_turn>\n"
-                 "<start_of_turn>model\n<end_of_turn>\n")
+    chat = prof.chat_document([r["turns"][0] for r in by_cat("translation")[:6]
+                               + by_cat("math_reasoning")[:4] + by_cat("qa")[:6]])
     docs.append({"name": "chat-formatted translation/math/qa turns (parse_special)",
                  "ids": ref.tokenize(chat, add_special=False, parse_special=True)[:640]})
     s1 = longest("summarization", 5)
@@ -130,8 +202,8 @@ def topk_sorted(logits: np.ndarray, k: int) -> np.ndarray:
     return cand[order][:k]
 
 
-def gen_teacher_forced(ref: LlamaRef, rows: list[dict], out: str) -> dict:
-    docs = tf_documents(ref, rows)
+def gen_teacher_forced(ref: LlamaRef, prof, rows: list[dict], out: str) -> dict:
+    docs = tf_documents(ref, prof, rows)
     lens = [len(d["ids"]) for d in docs]
     n = sum(lens)
     log(f"teacher forced: {len(docs)} sequences, lengths {lens}, {n} positions")
@@ -201,8 +273,7 @@ def gen_teacher_forced(ref: LlamaRef, rows: list[dict], out: str) -> dict:
         "n_seq": len(docs), "top_k": TOP_K, "n_positions": n, "n_vocab": ref.n_vocab,
         "sections": layout,
         "semantics": {
-            "tokens": "input ids; each sequence is evaluated from an empty KV cache at "
-                      "positions 0..len-1 (every sequence starts with BOS=2)",
+            "tokens": prof.tf_tokens_note(),
             "top_ids": "at position p: the top_k ids of the logits after consuming tokens[0..p] "
                        "of its sequence, by logit descending, ties by id ascending",
             "top_logprobs": "log_softmax (computed in float64 from llama.cpp's f32 logits, "
@@ -244,20 +315,20 @@ def pick_greedy_prompts(rows: list[dict], n: int) -> list[dict]:
     return picked
 
 
-def gen_greedy(ref: LlamaRef, rows: list[dict], out: str) -> dict:
+def gen_greedy(ref: LlamaRef, prof, rows: list[dict], out: str) -> dict:
     recs = []
     n_tok, stopped, near = 0, 0, 0
     for k, r in enumerate(pick_greedy_prompts(rows, GREEDY_N)):
-        ct = chat_text(r["turns"][0])
+        ct = prof.chat_text(r["turns"][0])
         prompt = ref.tokenize(ct, add_special=False, parse_special=True)
         if len(prompt) + GREEDY_NEW > ref.cparams.n_ctx:
             log(f"  skip q{r['question_id']}: prompt {len(prompt)} tokens too long")
             continue
         ref.clear()
         t0 = time.perf_counter()
-        outs, margins = ref.greedy(prompt, GREEDY_NEW)
+        outs, margins = ref.greedy(prompt, GREEDY_NEW, stop=prof.is_stop)
         dt = time.perf_counter() - t0
-        hit_stop = bool(outs) and outs[-1] in (llama_ref.TOK_EOS, llama_ref.TOK_END_OF_TURN)
+        hit_stop = bool(outs) and prof.is_stop(outs[-1])
         text = b"".join(ref.token_piece(t, special=False) for t in outs)
         rec = {
             "question_id": r["question_id"], "category": r["category"],
@@ -371,11 +442,102 @@ def write_provenance(out: str, ref: LlamaRef, model: str, digest: str, argv: lis
         f.write("\n".join(lines))
 
 
+def write_provenance_generic(out: str, ref: LlamaRef, prof: TemplateProfile, model: str,
+                             digest: str, argv: list[str], stats: dict, elapsed: float,
+                             source: str | None) -> None:
+    """PROVENANCE.md of a template-profile model (tests/goldens/<name>/)."""
+    import jinja2
+    import llama_cpp
+
+    ver = getattr(llama_cpp, "__version__", "unknown")
+    commit = llama_ref.KNOWN_VENDORED_LLAMA_CPP.get(ver, "unknown (not exposed at run time)")
+    mi = machine_info()
+    s = ref.settings
+    rel_out = os.path.relpath(out, REPO)
+    eog = ", ".join(f"{t} `{ref.token_text(t)}`" for t in prof.eog)
+    lines = [
+        f"# Provenance of {rel_out}",
+        "",
+        "Generated by `scripts/gen_goldens.py` (the only writer of tests/goldens/). Do not edit by",
+        "hand; rerun the script instead.",
+        "",
+        "## Reference",
+        "",
+        f"- llama-cpp-python: {ver}",
+        f"- llama.cpp commit vendored by that release: {commit}",
+        f"- llama_print_system_info(): `{ref.system_info().strip()}`",
+        f"- model: `{os.path.basename(model)}` (profile `{prof.name}`, general.name"
+        f" `{ref.meta_str('general.name')}`)" + (f"; source: {source}" if source else ""),
+        f"- model sha256: {digest}",
+        f"- tokenizer: tokenizer.ggml.model `{ref.meta_str('tokenizer.ggml.model')}`,"
+        f" tokenizer.ggml.pre `{ref.meta_str('tokenizer.ggml.pre')}`, {ref.n_vocab} tokens,"
+        f" bos {ref.bos_id()}, eos {ref.eos_id()}, add_bos {str(ref.add_bos()).lower()}",
+        f"- end-of-generation ids (llama_vocab_is_eog): {eog}",
+        "",
+        "## Command and machine",
+        "",
+        f"- command: `{' '.join(shlex.quote(a) for a in argv)}`",
+        f"- date (UTC): {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M:%S')}",
+        f"- machine: {mi['cpu']}, {mi['nproc']} logical CPUs, {mi['os']}, Python {mi['python']}",
+        f"- wall time: {elapsed:.0f} s",
+        "",
+        "## Chat rendering",
+        "",
+        f"- the GGUF's tokenizer.chat_template rendered with Jinja2 {jinja2.__version__} as Hugging",
+        "  Face's apply_chat_template does (sandboxed, trim_blocks, lstrip_blocks, loop controls,",
+        "  raise_exception): messages=[{\"role\": \"user\", \"content\": turn}] (the turn as stored,",
+        f"  not stripped), add_generation_prompt=True, bos_token `{prof.bos_token}`,"
+        f" eos_token `{prof.eos_token}`",
+        "- the rendered text is recorded as `chat_text` in tokens.jsonl",
+        "",
+        "## llama.cpp settings",
+        "",
+        f"- CPU only (n_gpu_layers 0), mmap; n_threads = n_threads_batch = {s['n_threads']}"
+        f" (OpenMP build; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')})",
+        "- use_extra_bufts = false: no AMX / CPU_REPACK weight repacking (see tests/goldens/PROVENANCE.md)",
+        f"- n_ctx {s['n_ctx']}, n_batch {s['n_batch']}, n_ubatch {s['n_ubatch']}, one sequence",
+        f"- KV cache: K {s['type_k']}, V {s['type_v']}; swa_full {s['swa_full']} (context default);"
+        f" flash attention {s['flash_attn']}",
+        "- logits read raw from llama_get_logits_ith (no sampler chain, no penalties, no softcap)",
+        "- each teacher-forced sequence and each greedy prompt starts from a cleared KV cache",
+        "  (llama_memory_clear); batches of up to n_batch tokens",
+        "",
+        "## Files",
+        "",
+        f"- `tokens.jsonl`: {stats['tokens']['n_prompts']} records, one per first turn of"
+        " spec_bench_dev.jsonl:",
+        "  `raw_ids` = llama_tokenize(text, add_special=true, parse_special=false);",
+        "  `chat_ids` = llama_tokenize(chat_text, add_special=false, parse_special=true), with",
+        "  chat_text the rendered template above.",
+        f"- `teacher_forced.bin` + `teacher_forced.json`: {stats['tf']['n_seq']} sequences,"
+        f" lengths {stats['tf']['lengths']}, {stats['tf']['n_positions']} positions,"
+        f" top-{TOP_K} log-softmax per position; layout in the JSON sidecar. The chat sequence is",
+        "  one rendered conversation (each turn answered by an empty assistant message,",
+        "  add_generation_prompt=False), tokenized with parse_special.",
+        f"- `greedy.jsonl`: {stats['greedy']['n_prompts']} chat-templated first turns (round robin"
+        " over categories), pure argmax over raw logits (first index on exact ties), up to"
+        f" {GREEDY_NEW} new tokens, stop at an end-of-generation id (included in"
+        " `output_ids`); `top2_margins[i]` = logit[top1] - logit[top2] at output i."
+        f" {stats['greedy']['n_with_margin_below_0.05']} prompts have a margin below 0.05 somewhere:"
+        " token equality past such a point is not a fair assertion.",
+        "",
+    ]
+    with open(os.path.join(out, "PROVENANCE.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
 # --------------------------------------------------------------------------- main
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(REPO, "tests", "goldens"))
+    ap.add_argument("--name", default=GEMMA_NAME,
+                    help=f"model profile (default {GEMMA_NAME}; any other name: chat template"
+                         " profile, output in tests/goldens/<name>)")
+    ap.add_argument("--out", default=None,
+                    help="output folder (default tests/goldens, or tests/goldens/<name>)")
     ap.add_argument("--model", default=None, help="GGUF path (default: cached PyPI model)")
+    ap.add_argument("--sha256", default=None, help="expected sha256 of a non-default model")
+    ap.add_argument("--source", default=None,
+                    help="where a non-default model comes from (recorded in PROVENANCE.md)")
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="only verify the model sha256")
@@ -383,11 +545,18 @@ def main() -> int:
                     help="debug: generate one file (PROVENANCE.md is not rewritten)")
     args = ap.parse_args()
 
+    gemma = args.name == GEMMA_NAME
+    if not gemma and args.model is None:
+        ap.error(f"--name {args.name} needs --model PATH")
+    out = args.out or (os.path.join(REPO, "tests", "goldens") if gemma
+                       else os.path.join(REPO, "tests", "goldens", args.name))
     model = args.model or llama_ref.default_model_path()
     log(f"model {model}")
     digest = sha256_file(model)
-    ok = digest == llama_ref.MODEL_SHA256
-    log(f"sha256 {digest} {'OK' if ok else 'MISMATCH (expected ' + llama_ref.MODEL_SHA256 + ')'}")
+    expected = llama_ref.MODEL_SHA256 if gemma else args.sha256
+    ok = expected is None or digest == expected
+    log(f"sha256 {digest} " + ("(no expected value given)" if expected is None else
+                               "OK" if ok else f"MISMATCH (expected {expected})"))
     if args.check or not ok:
         return 0 if ok else 1
 
@@ -395,30 +564,44 @@ def main() -> int:
     # are shared with other jobs (active waiting made decode ~5x slower under load).
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     t_start = time.perf_counter()
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
     rows = load_rows(args.data)
     log(f"{len(rows)} rows from {args.data}")
     ref = LlamaRef(model, n_threads=args.threads, n_ctx=2048, n_batch=512, n_ubatch=512,
                    flash_attn=False)
     log(f"llama.cpp system info: {ref.system_info().strip()}")
+    prof = GemmaProfile() if gemma else TemplateProfile(ref, args.name)
 
-    ids75 = ref.tokenize(SECTION_75_TEXT, add_special=False, parse_special=True)
-    tok_check = {"ids": ids75, "ok": ids75 == SECTION_75_IDS}
-    log(f"section 7.5 tokenization {ids75} -> {'OK' if tok_check['ok'] else 'DIFFERS'}")
+    tok_check = None
+    if gemma:
+        ids75 = ref.tokenize(SECTION_75_TEXT, add_special=False, parse_special=True)
+        tok_check = {"ids": ids75, "ok": ids75 == SECTION_75_IDS}
+        log(f"section 7.5 tokenization {ids75} -> {'OK' if tok_check['ok'] else 'DIFFERS'}")
+    else:
+        log(f"chat template of {args.name}: {json.dumps(prof.chat_text('Test'))}; "
+            f"end-of-generation ids {prof.eog}")
 
     stats = {}
     if args.only in (None, "tokens"):
-        stats["tokens"] = gen_tokens(ref, rows, args.out)
+        stats["tokens"] = gen_tokens(ref, prof, rows, out)
     if args.only in (None, "tf"):
-        stats["tf"] = gen_teacher_forced(ref, rows, args.out)
+        stats["tf"] = gen_teacher_forced(ref, prof, rows, out)
     if args.only in (None, "greedy"):
-        stats["greedy"] = gen_greedy(ref, rows, args.out)
+        stats["greedy"] = gen_greedy(ref, prof, rows, out)
     if args.only is None:
-        write_provenance(args.out, ref, model, digest, [sys.executable] + sys.argv, stats,
-                         tok_check, time.perf_counter() - t_start)
+        # Recorded without machine paths: the interpreter as "python", files by their names.
+        argv = ["python"] + [os.path.basename(a) if os.path.isabs(a) else a for a in sys.argv]
+        if gemma:
+            write_provenance(out, ref, model, digest, argv, stats, tok_check,
+                             time.perf_counter() - t_start)
+        else:
+            write_provenance_generic(out, ref, prof, model, digest, argv, stats,
+                                     time.perf_counter() - t_start, args.source)
     ref.close()
-    for name in sorted(os.listdir(args.out)):
-        log(f"  {name}: {os.path.getsize(os.path.join(args.out, name))} bytes")
+    for name in sorted(os.listdir(out)):
+        path = os.path.join(out, name)
+        if os.path.isfile(path):
+            log(f"  {name}: {os.path.getsize(path)} bytes")
     log(f"done in {time.perf_counter() - t_start:.0f}s")
     return 0
 

@@ -9,7 +9,8 @@ configuration cannot be expected to agree with the goldens better than this.
 With --greedy it also replays tests/goldens/greedy.jsonl with the prompt fed token by token
 instead of in one batch and counts continuations identical to the goldens.
 
-Usage: python scripts/llama_noise_floor.py [--model PATH] [--n 512] [--greedy]
+Usage: python scripts/llama_noise_floor.py [--model PATH] [--goldens DIR] [--n 512] [--greedy]
+  (--goldens smollm2 with --model pointing at the SmolLM2 GGUF: tests/goldens/smollm2/)
 """
 from __future__ import annotations
 
@@ -37,9 +38,12 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="GGUF path (default: the assembled PyPI model)")
     ap.add_argument("--n", type=int, default=512, help="positions of golden sequence 0 to use")
     ap.add_argument("--greedy", action="store_true", help="also replay the greedy goldens")
+    ap.add_argument("--goldens", default="", help="subfolder of tests/goldens (default: the default model's)")
     args = ap.parse_args()
-    toks = np.fromfile(os.path.join(REPO, "tests/goldens/teacher_forced.bin"), dtype=np.int32,
-                       count=args.n, offset=44).tolist()
+    gdir = os.path.join(REPO, "tests/goldens", args.goldens)
+    meta = json.load(open(os.path.join(gdir, "teacher_forced.json"), encoding="utf-8"))
+    off = next(sec["offset"] for sec in meta["sections"] if sec["name"] == "tokens")
+    toks = np.fromfile(os.path.join(gdir, "teacher_forced.bin"), dtype=np.int32, count=args.n, offset=off).tolist()
     ref = LlamaRef(args.model or default_model_path())
     batched, serial = [], []
     ref.clear()
@@ -54,11 +58,11 @@ def main() -> None:
     print(f"llama.cpp batch {ref.n_batch} vs token by token over {len(toks)} positions: "
           f"mean KL {kl:.5f}, top-1 agreement {top1:.4f}")
     if args.greedy:
-        greedy_floor(ref)
+        greedy_floor(ref, gdir)
 
 
-def greedy_floor(ref: LlamaRef) -> None:
-    rows = [json.loads(line) for line in open(os.path.join(REPO, "tests/goldens/greedy.jsonl"), encoding="utf-8")]
+def greedy_floor(ref: LlamaRef, gdir: str) -> None:
+    rows = [json.loads(line) for line in open(os.path.join(gdir, "greedy.jsonl"), encoding="utf-8")]
     same = 0
     for k, r in enumerate(rows):
         ref.clear()

@@ -3,6 +3,11 @@ generator (scripts/gen_goldens.py) and the benchmark (bench/bench_vs_llamacpp.py
 
 Everything goes through the C API (llama_cpp.llama_*), so the settings are
 explicit: no hidden sampler, no repetition penalty, logits read raw.
+
+The Gemma 3 constants (MODEL_SHA256, TOK_*, chat_text) describe the default
+model; other models get their ids from the vocabulary (bos_id, eos_id, is_eog)
+and their chat prompt from the GGUF's tokenizer.chat_template
+(render_chat_template).
 """
 
 from __future__ import annotations
@@ -50,6 +55,25 @@ def chat_text(user_msg: str) -> str:
     """Single-user-turn Gemma 3 chat prompt (doc section 8), with <bos>."""
     return ("<bos><start_of_turn>user\n" + user_msg.strip()
             + "<end_of_turn>\n<start_of_turn>model\n")
+
+
+def render_chat_template(template: str, messages: list[dict], bos_token: str, eos_token: str,
+                         add_generation_prompt: bool = True) -> str:
+    """Render a GGUF tokenizer.chat_template with Jinja2 the way Hugging Face's
+    apply_chat_template does (sandboxed environment, trim_blocks and lstrip_blocks,
+    loop controls, raise_exception)."""
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template).render(messages=messages, bos_token=bos_token,
+                                            eos_token=eos_token,
+                                            add_generation_prompt=add_generation_prompt)
 
 
 def _silence_logs(llama_cpp) -> None:
@@ -193,6 +217,37 @@ class LlamaRef:
         n = self.lc.llama_token_to_piece(self.vocab, tok, buf, 256, 0, special)
         return buf.raw[:max(n, 0)]
 
+    def token_text(self, tok: int) -> str:
+        """Stored token text (tokenizer.ggml.tokens entry)."""
+        return self.lc.llama_vocab_get_text(self.vocab, tok).decode("utf-8", errors="replace")
+
+    def bos_id(self) -> int:
+        return int(self.lc.llama_vocab_bos(self.vocab))
+
+    def eos_id(self) -> int:
+        return int(self.lc.llama_vocab_eos(self.vocab))
+
+    def add_bos(self) -> bool:
+        return bool(self.lc.llama_vocab_get_add_bos(self.vocab))
+
+    def is_eog(self, tok: int) -> bool:
+        return bool(self.lc.llama_vocab_is_eog(self.vocab, tok))
+
+    def eog_ids(self) -> list[int]:
+        return [t for t in range(self.n_vocab) if self.is_eog(t)]
+
+    def meta_str(self, key: str) -> str | None:
+        """A GGUF metadata value as text (None when the key is absent)."""
+        size = 1 << 16
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = self.lc.llama_model_meta_val_str(self.model, key.encode(), buf, size)
+            if n < 0:
+                return None
+            if n < size:
+                return buf.raw[:n].decode("utf-8")
+            size = n + 1
+
     # -- evaluation --------------------------------------------------------
     def clear(self) -> None:
         mem = self.lc.llama_get_memory(self.ctx)
@@ -241,7 +296,9 @@ class LlamaRef:
 
     def greedy(self, prompt, n_new: int, stop=(TOK_EOS, TOK_END_OF_TURN)):
         """Pure argmax over raw logits (first index on exact ties).  Returns
-        (output ids, top1-top2 margins); the stop token, if hit, is included."""
+        (output ids, top1-top2 margins); the stop token, if hit, is included.
+        `stop` is a collection of ids (default: Gemma 3's) or a predicate."""
+        is_stop = stop if callable(stop) else (lambda t: t in stop)
         logits = self.eval_prompt(prompt)
         out, margins = [], []
         for _ in range(n_new):
@@ -250,7 +307,7 @@ class LlamaRef:
             second = int(top2[1]) if int(top2[0]) == a else int(top2[0])
             margins.append(float(logits[a]) - float(logits[second]))
             out.append(a)
-            if a in stop:
+            if is_stop(a):
                 break
             logits = self.step(a)
         return out, margins

@@ -7,6 +7,8 @@ cmake --preset release
 cmake --build --preset release -j "$(nproc)"
 build/release/dspark get gemma3-270m
 export DSPARK_MODEL="${DSPARK_MODEL:-$(build/release/dspark get gemma3-270m --print-path)}"
+build/release/dspark get smollm2-135m
+export DSPARK_SMOLLM2_MODEL="${DSPARK_SMOLLM2_MODEL:-$(build/release/dspark get smollm2-135m --print-path)}"
 # The server test drives `dspark serve` with the official openai client (pinned in requirements.txt),
 # installed into a private venv so the system Python stays untouched.
 venv=build/pyenv-test

@@ -48,7 +48,7 @@ struct TargetShape {
   int64_t n_embd = 0;
   int64_t n_vocab = 0;
 };
-inline TargetShape target_shape(const model::Gemma3Config& c) { return {c.n_layer, c.n_embd, c.n_vocab}; }
+inline TargetShape target_shape(const model::ModelConfig& c) { return {c.n_layer, c.n_embd, c.n_vocab}; }
 
 struct DSparkLayer {
   quant::DraftMatrix wq;               // [nH*hd, H]

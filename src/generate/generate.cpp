@@ -22,8 +22,8 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
-Result<GenerateResult> generate(const model::Gemma3Model& model, model::Session& session,
-                                const tokenizer::SpmTokenizer& tok, std::span<const int32_t> prompt,
+Result<GenerateResult> generate(const model::Model& model, model::Session& session,
+                                const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
                                 const GenerateParams& params, const TextCallback& on_text) {
   if (prompt.empty()) return Status::error("the prompt is empty");
   DSPARK_RETURN_IF_ERROR(sample::validate(params.sampler));

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gemma3.h"
+#include "model/model.h"
 #include "sample/sampler.h"
-#include "tokenizer/spm.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::generate {
 
@@ -42,8 +42,8 @@ struct GenerateResult {
 using TextCallback = std::function<void(std::string_view)>;
 
 // Clears the session, then generates. Errors: empty prompt, prompt + max_tokens over n_ctx.
-Result<GenerateResult> generate(const model::Gemma3Model& model, model::Session& session,
-                                const tokenizer::SpmTokenizer& tok, std::span<const int32_t> prompt,
+Result<GenerateResult> generate(const model::Model& model, model::Session& session,
+                                const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
                                 const GenerateParams& params, const TextCallback& on_text);
 
 }  // namespace dspark::generate

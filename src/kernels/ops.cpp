@@ -63,6 +63,30 @@ void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float b
   }
 }
 
+void rope_norm(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) {
+  const int64_t half = head_dim / 2;
+  const float theta_scale = std::pow(base, -2.0f / (float)head_dim);
+  float cos_t[512], sin_t[512];  // head_dim <= 1024
+  float theta = (float)pos;
+  for (int64_t i = 0; i < half; ++i) {
+    cos_t[i] = std::cos(theta);
+    sin_t[i] = std::sin(theta);
+    theta *= theta_scale;
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = v[2 * i], x1 = v[2 * i + 1];
+      v[2 * i] = x0 * cos_t[i] - x1 * sin_t[i];
+      v[2 * i + 1] = x0 * sin_t[i] + x1 * cos_t[i];
+    }
+  }
+}
+
+void silu_mul_ref(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
 DSPARK_CLONES void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   constexpr float kCoef = 0.044715f;

@@ -19,6 +19,16 @@ void rms_norm_rows(const float* x, const float* w, float* out, int64_t n_rows, i
 // multiplication by base^(-2/head_dim)).
 void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base);
 
+// "Normal" RoPE (llama.cpp mode 0, Llama family) in place: pairs (2i, 2i + 1) of each head,
+// theta_i = pos * base^(-2i/head_dim) computed like ggml. x [n_heads, head_dim] f32.
+void rope_norm(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base);
+
+// out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i];  [n] f32 (out may alias
+// gate). Vectorised through libmvec (ops_fastmath.cpp, within a few ulp of std::exp); scalar
+// oracle silu_mul_ref. Elementwise, so batch-invariant.
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+void silu_mul_ref(const float* gate, const float* up, float* out, int64_t n);
+
 // out[i] = gelu_tanh(gate[i]) * up[i];  [n] f32, exact f32 tanh (the plain oracle).
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
 

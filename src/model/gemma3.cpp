@@ -1,243 +1,125 @@
-#include "model/gemma3.h"
+// Gemma 3 (general.architecture "gemma3"): config, weights and layer graph, GEMMA3-GGUF.md §6.
+//   x = embd[token] * sqrt(n_embd)
+//   per layer: h = attn(rms_norm(x)) with per-head q/k RMS norms, NEOX RoPE (local base 1e4 on
+//              sliding layers, global base on every 6th), q scaled by 1/sqrt(head_dim);
+//              x += post_attn_norm(h); x += post_ffw_norm(down(gelu(gate(xn)) * up(xn)))
+//   logits = output(rms_norm(x))  (tied to token_embd)
+#include <cmath>
 
-#include <algorithm>
-#include <cstring>
-
+#include "kernels/ops.h"
+#include "model/archs.h"
+#include "model/model.h"
 
 namespace dspark::model {
 
+namespace {
+
 using kernels::matmul;
 
-ForwardScratch::ForwardScratch(const Gemma3Config& c, int64_t rows, int64_t ctx, ThreadPool* p)
-    : max_rows(rows), max_ctx(ctx), pool(p) {
-  const int64_t kv_dim = c.n_head_kv * c.head_dim;
-  mm.isa = kernels::detect_isa();
-  mm.pool = p;
-  x.resize(rows * c.n_embd);
-  xn.resize(rows * c.n_embd);
-  q.resize(rows * c.n_head * c.head_dim);
-  k.resize(rows * kv_dim);
-  v.resize(rows * kv_dim);
-  attn.resize(rows * c.n_head * c.head_dim);
-  o.resize(rows * c.n_embd);
-  gate.resize(rows * c.n_ff);
-  up.resize(rows * c.n_ff);
-  scores.resize((size_t)(p ? p->size() : 1) * (c.n_head / c.n_head_kv) * ctx);
-  row_session.resize(rows);
-  row_pos.resize(rows);
-  row_out.resize(rows);
-  row_token.resize(rows);
+Result<ModelConfig> read_config(const formats::GgufFile& f) {
+  auto c = read_common_config(f, "gemma3");
+  if (!c) return c.status();
+  ConfigReader r(f, "gemma3");
+  if (!r.has("attention.sliding_window"))
+    return r.error("key 'gemma3.attention.sliding_window' missing (non-windowed Gemma 3 variants are not supported)");
+  DSPARK_RETURN_IF_ERROR(r.positive("attention.sliding_window", 1 << 24, &c->sliding_window));
+  c->swa_period = 6;  // llama.cpp hard-codes the pattern for gemma3
+  c->rope_base_local = 1e4f;
+  c->embd_scale = std::sqrt((float)c->n_embd);
+  return c;
 }
 
-Session::Session(const Gemma3Model& model, const SessionOptions& opt, ThreadPool* pool)
-    : kv_(model.config(), opt.n_ctx, std::min(opt.max_batch, opt.n_ctx)),
-      scratch_(model.config(), std::min(opt.max_batch, opt.n_ctx), opt.n_ctx, pool) {}
-
-Result<std::unique_ptr<Gemma3Model>> Gemma3Model::load(const std::string& path) {
-  auto file = formats::GgufFile::open(path);
-  if (!file) return file.status();
-  auto config = read_gemma3_config(*file);
-  if (!config) return config.status();
-  auto weights = bind_gemma3_weights(*file, *config);
-  if (!weights) return weights.status();
-  return std::unique_ptr<Gemma3Model>(
-      new Gemma3Model(std::move(file).value(), std::move(config).value(), std::move(weights).value()));
-}
-
-Status Gemma3Model::prepare(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const {
-  const Gemma3Config& c = config_;
-  const int64_t n = (int64_t)tokens.size();
-  if (n == 0) return Status::error("forward: no tokens");
-  if (s.n_past() + n > s.kv_.n_ctx())
-    return Status::error("context overflow: " + std::to_string(s.n_past()) + " cached + " + std::to_string(n) +
-                         " new tokens exceed the context size " + std::to_string(s.kv_.n_ctx()));
-  for (int64_t i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= c.n_vocab)
-      return Status::error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                           " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")");
-  for (int tap : opt.taps)
-    if (tap != kTapEmbedding && tap != kTapFinalNorm && (tap < 0 || tap >= c.n_layer))
-      return Status::error("tap point " + std::to_string(tap) + " is not a layer of this model");
-  s.taps_.resize(opt.taps.size());
-  for (auto& t : s.taps_) t.resize((size_t)(n * c.n_embd));
-  s.n_logit_rows_ = opt.logits == LogitsMode::kAll ? n : (opt.logits == LogitsMode::kLast ? 1 : 0);
-  s.logits_.resize((size_t)(s.n_logit_rows_ * c.n_vocab));
-  return Status::ok();
-}
-
-Status Gemma3Model::forward(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const {
-  DSPARK_RETURN_IF_ERROR(prepare(s, tokens, opt));
-  ForwardScratch& w = s.scratch_;
-  const int64_t n = (int64_t)tokens.size(), chunk = s.kv_.max_batch();
-  for (int64_t i0 = 0; i0 < n; i0 += chunk) {
-    const int64_t m = std::min(chunk, n - i0), pos0 = s.kv_.length();
-    for (int64_t r = 0; r < m; ++r) {
-      w.row_session[r] = &s;
-      w.row_pos[r] = pos0 + r;
-      w.row_out[r] = i0 + r;
-      w.row_token[r] = tokens[i0 + r];
-    }
-    const int64_t last = m - 1;
-    forward_rows(w, m, opt, i0 + m == n ? std::span<const int64_t>(&last, 1) : std::span<const int64_t>());
-  }
-  return Status::ok();
-}
-
-Status Gemma3Model::forward_multi(std::span<const SeqInput> seqs, const ForwardOptions& opt,
-                                  ForwardScratch& w) const {
-  int64_t total = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    Session* s = seqs[i].session;
-    if (s == nullptr) return Status::error("forward_multi: sequence " + std::to_string(i) + " has no session");
-    for (size_t j = 0; j < i; ++j)
-      if (seqs[j].session == s) return Status::error("forward_multi: a session appears twice");
-    if ((int64_t)seqs[i].tokens.size() > s->kv_.max_batch())
-      return Status::error("forward_multi: sequence " + std::to_string(i) + " has more tokens than its max_batch");
-    if (s->kv_.n_ctx() > w.max_ctx) return Status::error("forward_multi: a session's context exceeds the scratch's");
-    DSPARK_RETURN_IF_ERROR(prepare(*s, seqs[i].tokens, opt));
-    total += (int64_t)seqs[i].tokens.size();
-  }
-  if (total > w.max_rows)
-    return Status::error("forward_multi: " + std::to_string(total) + " rows exceed the scratch's " +
-                         std::to_string(w.max_rows));
-  std::vector<int64_t> last_rows;
-  last_rows.reserve(seqs.size());
-  int64_t r = 0;
-  for (const SeqInput& q : seqs) {
-    const int64_t pos0 = q.session->kv_.length();
-    for (int64_t t = 0; t < (int64_t)q.tokens.size(); ++t, ++r) {
-      w.row_session[r] = q.session;
-      w.row_pos[r] = pos0 + t;
-      w.row_out[r] = t;
-      w.row_token[r] = q.tokens[t];
-    }
-    last_rows.push_back(r - 1);
-  }
-  if (total > 0) forward_rows(w, total, opt, last_rows);
-  return Status::ok();
-}
-
-void Gemma3Model::forward_rows(ForwardScratch& w, int64_t n, const ForwardOptions& opt,
-                               std::span<const int64_t> last_rows) const {
-  const Gemma3Config& c = config_;
-  const int64_t n_embd = c.n_embd, hd = c.head_dim, q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
-  float* x = w.x.data();    // [n, n_embd]
-  float* xn = w.xn.data();  // [n, n_embd]
-
-  // Copies rows of src [n, n_embd] to the tap outputs of their sessions.
-  auto capture = [&](int point, const float* src) {
-    for (size_t i = 0; i < opt.taps.size(); ++i)
-      if (opt.taps[i] == point)
-        for (int64_t r = 0; r < n; ++r)
-          std::memcpy(w.row_session[r]->taps_[i].data() + w.row_out[r] * n_embd, src + r * n_embd,
-                      sizeof(float) * n_embd);
-  };
-
-  // Embedding: dequantized row scaled by sqrt(n_embd).
-  const auto& embd = weights_.token_embd;
-  for (int64_t t = 0; t < n; ++t) {
-    kernels::dequantize_row(embd.type, (const uint8_t*)embd.data + (size_t)w.row_token[t] * embd.row_stride,
-                            x + t * n_embd, n_embd);
-    kernels::scale(x + t * n_embd, n_embd, c.embd_scale);
-  }
-  if (!opt.taps.empty()) capture(kTapEmbedding, x);
-
+Result<ModelWeights> bind_weights(const formats::GgufFile& file, const ModelConfig& c) {
+  TensorBinder b(file);
+  ModelWeights w;
+  DSPARK_RETURN_IF_ERROR(bind_embeddings_and_head(b, c, &w));
+  if (!w.tied_output) return Status::error(file.path() + ": untied 'output.weight' is not supported for gemma3");
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  w.layers.resize(c.n_layer);
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& L = weights_.layers[il];
-    // Attention block.
-    kernels::rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
-    matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);     // [n, n_head * hd]
-    matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);    // [n, kv_dim]
-    matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);    // [n, kv_dim]
-    for (int64_t t = 0; t < n; ++t) {
-      float* q = w.q.data() + t * q_dim;
-      float* k = w.k.data() + t * kv_dim;
-      KvCache& kv = w.row_session[t]->kv_;
-      const int64_t pos = w.row_pos[t];
-      for (int64_t h = 0; h < c.n_head; ++h) kernels::rms_norm(q + h * hd, L.q_norm, q + h * hd, hd, c.rms_eps);
-      for (int64_t g = 0; g < c.n_head_kv; ++g) kernels::rms_norm(k + g * hd, L.k_norm, k + g * hd, hd, c.rms_eps);
-      kernels::rope_neox(q, c.n_head, hd, pos, c.rope_base(il));
-      kernels::rope_neox(k, c.n_head_kv, hd, pos, c.rope_base(il));
-      kernels::scale(q, q_dim, c.attn_scale);
-      kernels::f32_to_f16_row(k, kv.k_row(il, pos), kv_dim);
-      kernels::f32_to_f16_row(w.v.data() + t * kv_dim, kv.v_row(il, pos), kv_dim);
-    }
-    attention(w, il, n);
-    matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]
-    kernels::rms_norm_rows(w.o.data(), L.post_attn_norm, w.o.data(), n, n_embd, c.rms_eps);
-    kernels::add_inplace(x, w.o.data(), n * n_embd);
-
-    // Feed-forward block (GeGLU).
-    kernels::rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
-    matmul(w.mm, L.w_gate, xn, n, w.gate.data(), c.n_ff);  // [n, n_ff]
-    matmul(w.mm, L.w_up, xn, n, w.up.data(), c.n_ff);      // [n, n_ff]
-    gelu_.gelu_mul(w.gate.data(), w.up.data(), w.gate.data(), n * c.n_ff);
-    matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
-    kernels::rms_norm_rows(w.o.data(), L.post_ffw_norm, w.o.data(), n, n_embd, c.rms_eps);
-    kernels::add_inplace(x, w.o.data(), n * n_embd);
-    if (!opt.taps.empty()) capture((int)il, x);
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[il];
+    DSPARK_RETURN_IF_ERROR(b.vec(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "attn_q.weight", q_dim, c.n_embd, &l.wq));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "attn_k.weight", kv_dim, c.n_embd, &l.wk));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "attn_v.weight", kv_dim, c.n_embd, &l.wv));
+    DSPARK_RETURN_IF_ERROR(b.vec(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
+    DSPARK_RETURN_IF_ERROR(b.vec(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "attn_output.weight", c.n_embd, q_dim, &l.wo));
+    DSPARK_RETURN_IF_ERROR(b.vec(p + "post_attention_norm.weight", c.n_embd, &l.post_attn_norm));
+    DSPARK_RETURN_IF_ERROR(b.vec(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
+    DSPARK_RETURN_IF_ERROR(b.vec(p + "post_ffw_norm.weight", c.n_embd, &l.post_ffw_norm));
   }
-  // Rows are grouped by session in position order: a session's run ends at its last position.
-  for (int64_t r = 0; r < n; ++r)
-    if (r + 1 == n || w.row_session[r + 1] != w.row_session[r]) {
-      KvCache& kv = w.row_session[r]->kv_;
-      kv.advance(w.row_pos[r] + 1 - kv.length());
-    }
-
-  // Output: final norm, then the tied lm_head only on the rows that need logits.
-  const bool need_all_norm =
-      opt.logits == LogitsMode::kAll ||
-      std::find(opt.taps.begin(), opt.taps.end(), kTapFinalNorm) != opt.taps.end();
-  if (need_all_norm) {
-    kernels::rms_norm_rows(x, weights_.output_norm, xn, n, n_embd, c.rms_eps);
-    capture(kTapFinalNorm, xn);
-  }
-  const bool single = w.row_session[0] == w.row_session[n - 1];
-  if (opt.logits == LogitsMode::kAll) {
-    if (single) {  // straight into the session's buffer
-      Session& s = *w.row_session[0];
-      matmul(w.mm, embd, xn, n, s.logits_.data() + w.row_out[0] * c.n_vocab, c.n_vocab);
-    } else {
-      w.logits.resize((size_t)(n * c.n_vocab));
-      matmul(w.mm, embd, xn, n, w.logits.data(), c.n_vocab);
-      for (int64_t r = 0; r < n; ++r)
-        std::memcpy(w.row_session[r]->logits_.data() + w.row_out[r] * c.n_vocab, w.logits.data() + r * c.n_vocab,
-                    sizeof(float) * c.n_vocab);
-    }
-  } else if (opt.logits == LogitsMode::kLast && !last_rows.empty()) {
-    // The final-normed last rows, gathered into the first rows of xn.
-    const int64_t m = (int64_t)last_rows.size();
-    for (int64_t i = 0; i < m; ++i)
-      kernels::rms_norm(x + last_rows[i] * n_embd, weights_.output_norm, xn + i * n_embd, n_embd, c.rms_eps);
-    if (m == 1) {
-      matmul(w.mm, embd, xn, 1, w.row_session[last_rows[0]]->logits_.data(), c.n_vocab);
-    } else {
-      w.logits.resize((size_t)(m * c.n_vocab));
-      matmul(w.mm, embd, xn, m, w.logits.data(), c.n_vocab);
-      for (int64_t i = 0; i < m; ++i)
-        std::memcpy(w.row_session[last_rows[i]]->logits_.data(), w.logits.data() + i * c.n_vocab,
-                    sizeof(float) * c.n_vocab);
-    }
-  }
+  w.total_bytes = b.total_bytes();
+  return w;
 }
 
-// Scaled dot-product attention of the n planned rows against their sessions' caches (MQA/GQA);
-// numerics in kernels/attention.h. One job per (row, K/V head): heads sharing a K/V row read it once.
-void Gemma3Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
-  const Gemma3Config& c = config_;
-  const int64_t hd = c.head_dim, q_dim = c.n_head * hd, group = c.n_head / c.n_head_kv;
-  auto job = [&](int ti, int nt) {
-    float* scores = w.scores.data() + (size_t)ti * group * w.max_ctx;  // [group, max_ctx]
-    for (int64_t idx = ti; idx < n * c.n_head_kv; idx += nt) {
-      const int64_t t = idx / c.n_head_kv, g = idx % c.n_head_kv;
-      const KvCache& kv = w.row_session[t]->kv_;
-      const int64_t pos = w.row_pos[t], lo = kv.first_visible(il, pos);
-      kernels::attention_f16kv(w.mm.isa, w.q.data() + t * q_dim + g * group * hd, (int)group, hd,
-                               kv.view(il, g * hd), lo, pos - lo + 1, scores,
-                               w.attn.data() + t * q_dim + g * group * hd);
+class Gemma3Model final : public Model {
+ public:
+  Gemma3Model(formats::GgufFile file, ModelConfig config, ModelWeights weights)
+      : Model(std::move(file), std::move(config), std::move(weights)) {}
+
+ private:
+  void forward_rows(ForwardScratch& w, int64_t n, const ForwardOptions& opt,
+                    std::span<const int64_t> last_rows) const override {
+    const ModelConfig& c = config();
+    const int64_t n_embd = c.n_embd, hd = c.head_dim, q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
+    float* x = w.x.data();    // [n, n_embd]
+    float* xn = w.xn.data();  // [n, n_embd]
+    embed(w, n);
+    if (!opt.taps.empty()) capture(w, n, opt, kTapEmbedding, x);
+
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      const LayerWeights& L = weights().layers[il];
+      // Attention block.
+      kernels::rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
+      matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);     // [n, n_head * hd]
+      matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);    // [n, kv_dim]
+      matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);    // [n, kv_dim]
+      for (int64_t t = 0; t < n; ++t) {
+        float* q = w.q.data() + t * q_dim;
+        float* k = w.k.data() + t * kv_dim;
+        const int64_t pos = w.row_pos[t];
+        for (int64_t h = 0; h < c.n_head; ++h) kernels::rms_norm(q + h * hd, L.q_norm, q + h * hd, hd, c.rms_eps);
+        for (int64_t g = 0; g < c.n_head_kv; ++g) kernels::rms_norm(k + g * hd, L.k_norm, k + g * hd, hd, c.rms_eps);
+        kernels::rope_neox(q, c.n_head, hd, pos, c.rope_base(il));
+        kernels::rope_neox(k, c.n_head_kv, hd, pos, c.rope_base(il));
+        kernels::scale(q, q_dim, c.attn_scale);
+        store_kv(w, il, t, k, w.v.data() + t * kv_dim);
+      }
+      attention(w, il, n);
+      matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]
+      kernels::rms_norm_rows(w.o.data(), L.post_attn_norm, w.o.data(), n, n_embd, c.rms_eps);
+      kernels::add_inplace(x, w.o.data(), n * n_embd);
+
+      // Feed-forward block (GeGLU).
+      kernels::rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
+      matmul(w.mm, L.w_gate, xn, n, w.gate.data(), c.n_ff);  // [n, n_ff]
+      matmul(w.mm, L.w_up, xn, n, w.up.data(), c.n_ff);      // [n, n_ff]
+      gelu_.gelu_mul(w.gate.data(), w.up.data(), w.gate.data(), n * c.n_ff);
+      matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
+      kernels::rms_norm_rows(w.o.data(), L.post_ffw_norm, w.o.data(), n, n_embd, c.rms_eps);
+      kernels::add_inplace(x, w.o.data(), n * n_embd);
+      if (!opt.taps.empty()) capture(w, n, opt, (int)il, x);
     }
-  };
-  if (w.pool) w.pool->run(job); else job(0, 1);
+    finish(w, n, opt, last_rows);
+  }
+
+  kernels::GeluTable gelu_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_gemma3(formats::GgufFile file) {
+  auto config = read_config(file);
+  if (!config) return config.status();
+  auto weights = bind_weights(file, *config);
+  if (!weights) return weights.status();
+  return std::unique_ptr<Model>(
+      new Gemma3Model(std::move(file), std::move(config).value(), std::move(weights).value()));
 }
 
 }  // namespace dspark::model

@@ -6,7 +6,7 @@
 
 namespace dspark::model {
 
-KvCache::KvCache(const Gemma3Config& c, int64_t n_ctx, int64_t max_batch)
+KvCache::KvCache(const ModelConfig& c, int64_t n_ctx, int64_t max_batch)
     : n_ctx_(n_ctx), max_batch_(max_batch), window_(c.sliding_window), kv_dim_(c.n_head_kv * c.head_dim) {
   DSPARK_CHECK(n_ctx > 0 && max_batch > 0);
   layers_.resize(c.n_layer);

@@ -1,4 +1,4 @@
-// Per-layer K/V cache for Gemma 3, f16 storage (as llama.cpp's default cache type).
+// Per-layer K/V cache of a target model, f16 storage (as llama.cpp's default cache type).
 //
 // Global layers keep every position: slot(pos) = pos, capacity n_ctx.
 // Sliding layers keep a ring: slot(pos) = pos % capacity with capacity = window + max_batch.
@@ -19,7 +19,7 @@ namespace dspark::model {
 
 class KvCache {
  public:
-  KvCache(const Gemma3Config& config, int64_t n_ctx, int64_t max_batch);
+  KvCache(const ModelConfig& config, int64_t n_ctx, int64_t max_batch);
 
   int64_t n_ctx() const { return n_ctx_; }
   int64_t max_batch() const { return max_batch_; }

@@ -1,7 +1,9 @@
-// Binds GGUF tensors to Gemma 3 layer weights (views into the mapped file; nothing is copied).
-// Shapes are checked against the config at load; errors name the file and tensor.
+// Layer weights of a decoder-only model as views into the mapped GGUF (nothing is copied). One
+// struct for every architecture: tensors an architecture does not have stay null / empty. Shapes
+// are checked against the config at load by TensorBinder; errors name the file and tensor.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -16,24 +18,44 @@ struct LayerWeights {
   kernels::QMatrix wq;                     // [n_head * head_dim, n_embd]
   kernels::QMatrix wk;                     // [n_head_kv * head_dim, n_embd]
   kernels::QMatrix wv;                     // [n_head_kv * head_dim, n_embd]
-  const float* q_norm = nullptr;           // [head_dim] f32
-  const float* k_norm = nullptr;           // [head_dim] f32
+  const float* q_norm = nullptr;           // [head_dim] f32 (Gemma 3)
+  const float* k_norm = nullptr;           // [head_dim] f32 (Gemma 3)
   kernels::QMatrix wo;                     // [n_embd, n_head * head_dim]
-  const float* post_attn_norm = nullptr;   // [n_embd] f32
+  const float* post_attn_norm = nullptr;   // [n_embd] f32 (Gemma 3)
   const float* ffn_norm = nullptr;         // [n_embd] f32
   kernels::QMatrix w_gate;                 // [n_ff, n_embd]
   kernels::QMatrix w_up;                   // [n_ff, n_embd]
   kernels::QMatrix w_down;                 // [n_embd, n_ff]
-  const float* post_ffw_norm = nullptr;    // [n_embd] f32
+  const float* post_ffw_norm = nullptr;    // [n_embd] f32 (Gemma 3)
 };
 
-struct Gemma3Weights {
-  kernels::QMatrix token_embd;             // [n_vocab, n_embd]; also the tied lm_head
+struct ModelWeights {
+  kernels::QMatrix token_embd;             // [n_vocab, n_embd]
+  kernels::QMatrix output;                 // [n_vocab, n_embd] LM head; == token_embd when tied
+  bool tied_output = true;
   std::vector<LayerWeights> layers;        // [n_layer]
   const float* output_norm = nullptr;      // [n_embd] f32
   size_t total_bytes = 0;                  // bytes of all bound tensors
 };
 
-Result<Gemma3Weights> bind_gemma3_weights(const formats::GgufFile& file, const Gemma3Config& config);
+// Finds tensors by name, checks their shapes and binds views; counts the bytes bound.
+class TensorBinder {
+ public:
+  explicit TensorBinder(const formats::GgufFile& f) : f_(f) {}
+  // An f32 vector [n].
+  Status vec(const std::string& name, int64_t n, const float** out);
+  // A matrix stored as GGUF [ne0 = n_cols, ne1 = n_rows], any supported type.
+  Status mat(const std::string& name, int64_t n_rows, int64_t n_cols, kernels::QMatrix* out);
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+  size_t total_bytes() const { return total_bytes_; }
+
+ private:
+  Result<const formats::GgufTensorInfo*> find(const std::string& name, int64_t ne0, int64_t ne1);
+  const formats::GgufFile& f_;
+  size_t total_bytes_ = 0;
+};
+
+// token_embd, output (bound when present, else tied to token_embd) and output_norm.
+Status bind_embeddings_and_head(TensorBinder& b, const ModelConfig& c, ModelWeights* w);
 
 }  // namespace dspark::model

@@ -122,7 +122,7 @@ std::string_view methods_of(std::string_view path) {
 }  // namespace
 
 HttpServer::HttpServer(const HttpOptions& opt, const ServedModel& model, const DrafterInfo& drafter,
-                       const tokenizer::SpmTokenizer& tok, Scheduler& scheduler, Metrics& metrics)
+                       const tokenizer::Tokenizer& tok, Scheduler& scheduler, Metrics& metrics)
     : opt_(opt), model_(model), drafter_(drafter), tok_(tok), scheduler_(scheduler), metrics_(metrics),
       started_((int64_t)std::time(nullptr)) {
   std::random_device rd;

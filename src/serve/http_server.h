@@ -40,7 +40,7 @@ struct DrafterInfo {
 class HttpServer {
  public:
   HttpServer(const HttpOptions& opt, const ServedModel& model, const DrafterInfo& drafter,
-             const tokenizer::SpmTokenizer& tok, Scheduler& scheduler, Metrics& metrics);
+             const tokenizer::Tokenizer& tok, Scheduler& scheduler, Metrics& metrics);
   ~HttpServer();
 
   Status bind();          // binds host:port; errors name them
@@ -63,7 +63,7 @@ class HttpServer {
   HttpOptions opt_;
   ServedModel model_;
   DrafterInfo drafter_;
-  const tokenizer::SpmTokenizer& tok_;
+  const tokenizer::Tokenizer& tok_;
   Scheduler& scheduler_;
   Metrics& metrics_;
   std::unique_ptr<HttpListener> listener_;

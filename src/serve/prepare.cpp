@@ -6,7 +6,7 @@
 
 namespace dspark::serve {
 
-std::vector<int32_t> encode_chat(const tokenizer::SpmTokenizer& tok, const std::string& text,
+std::vector<int32_t> encode_chat(const tokenizer::Tokenizer& tok, const std::string& text,
                                  const std::vector<std::pair<size_t, size_t>>& content_spans) {
   std::vector<int32_t> ids;
   if (tok.add_bos()) ids.push_back(tok.bos());
@@ -25,7 +25,7 @@ std::vector<int32_t> encode_chat(const tokenizer::SpmTokenizer& tok, const std::
   return ids;
 }
 
-ApiResult<Prepared> prepare(const GenRequest& r, const tokenizer::SpmTokenizer& tok, const ServedModel& m,
+ApiResult<Prepared> prepare(const GenRequest& r, const tokenizer::Tokenizer& tok, const ServedModel& m,
                             uint64_t fallback_seed) {
   if (r.model != m.id && std::find(m.aliases.begin(), m.aliases.end(), r.model) == m.aliases.end())
     return ApiError{404, "The model '" + r.model + "' does not exist (this server serves '" + m.id + "')",
@@ -33,8 +33,8 @@ ApiResult<Prepared> prepare(const GenRequest& r, const tokenizer::SpmTokenizer& 
   Prepared p;
   if (r.endpoint == Endpoint::kChat) {
     std::vector<std::pair<size_t, size_t>> spans;
-    auto text = tokenizer::render_gemma3_chat(r.messages, /*add_generation_prompt=*/true, /*include_bos=*/false,
-                                              &spans);
+    auto text = tokenizer::render_chat(m.chat, r.messages, /*add_generation_prompt=*/true, /*include_bos=*/false,
+                                       &spans);
     if (!text) return bad_request(text.message(), "messages", "invalid_value");
     p.prompt = encode_chat(tok, *text, spans);
   } else if (!r.prompt_tokens.empty()) {

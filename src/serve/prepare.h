@@ -8,7 +8,8 @@
 
 #include "serve/openai_api.h"
 #include "spec/spec_decode.h"
-#include "tokenizer/spm.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::serve {
 
@@ -21,6 +22,7 @@ struct ServedModel {
   bool has_drafter = false;
   int default_gamma = 5;
   int max_gamma = 16;  // what the drafter can draft: larger speculative.num_draft_tokens are clamped
+  tokenizer::ChatTemplate chat;       // how /v1/chat/completions renders messages
 };
 
 struct Prepared {
@@ -32,13 +34,13 @@ struct Prepared {
 // The chat prompt's token ids: template text with control tokens parsed, message contents without
 // (a user typing "<start_of_turn>" gets text, not a turn marker); BOS first when the vocabulary
 // asks for it. `content_spans` as render_gemma3_chat gives them.
-std::vector<int32_t> encode_chat(const tokenizer::SpmTokenizer& tok, const std::string& text,
+std::vector<int32_t> encode_chat(const tokenizer::Tokenizer& tok, const std::string& text,
                                  const std::vector<std::pair<size_t, size_t>>& content_spans);
 
 // Errors: unknown model (404 model_not_found), template errors (400, param "messages"), token
 // ids out of range, prompt over the context (400 context_length_exceeded), speculation asked for
 // without a drafter. `fallback_seed` seeds requests that give none.
-ApiResult<Prepared> prepare(const GenRequest& r, const tokenizer::SpmTokenizer& tok, const ServedModel& m,
+ApiResult<Prepared> prepare(const GenRequest& r, const tokenizer::Tokenizer& tok, const ServedModel& m,
                             uint64_t fallback_seed);
 
 }  // namespace dspark::serve

@@ -11,13 +11,13 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }
 }  // namespace
 
-Scheduler::Scheduler(const model::Gemma3Model& model, const tokenizer::SpmTokenizer& tok, const SchedulerConfig& cfg,
+Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok, const SchedulerConfig& cfg,
                      DrafterFactory drafters, ThreadPool* pool, Metrics* metrics)
     : model_(model), tok_(tok), cfg_(cfg), drafters_(std::move(drafters)), pool_(pool), metrics_(metrics),
       cache_(cfg.cache_bytes) {}
 
-Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Gemma3Model& model,
-                                                     const tokenizer::SpmTokenizer& tok, const SchedulerConfig& cfg,
+Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Model& model,
+                                                     const tokenizer::Tokenizer& tok, const SchedulerConfig& cfg,
                                                      DrafterFactory drafters, ThreadPool* pool, Metrics* metrics) {
   if (cfg.n_slots < 1) return Status::error("--parallel must be >= 1");
   if (cfg.max_queue < 0) return Status::error("--max-queue must be >= 0");
@@ -77,7 +77,7 @@ void Scheduler::shutdown(std::chrono::milliseconds grace) {
 }
 
 size_t Scheduler::kv_bytes_per_token() const {
-  const model::Gemma3Config& c = model_.config();
+  const model::ModelConfig& c = model_.config();
   return (size_t)(c.n_layer * c.n_head_kv * c.head_dim) * 2 /* K and V */ * sizeof(uint16_t);
 }
 

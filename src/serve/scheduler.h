@@ -6,7 +6,7 @@
 // granularity over one thread pool, a long prompt does not stall the others for its whole
 // prefill, and a cancelled request (client gone, shutdown) leaves its slot before its next step.
 // Every slot speculates on its own: a drafter never serializes other requests behind it. Slots
-// that are all in their decode rounds are verified together in one Gemma3Model::forward_multi
+// that are all in their decode rounds are verified together in one Model::forward_multi
 // (weights read once for all of them; bitwise the same logits as separate forwards).
 //
 // Prompt cache: a finished slot keeps its KV and history in place, and a snapshot goes to the
@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "core/threadpool.h"
-#include "model/gemma3.h"
+#include "model/model.h"
 #include "serve/job.h"
 #include "serve/metrics.h"
 #include "serve/prompt_cache.h"
 #include "spec/spec_stepper.h"
-#include "tokenizer/spm.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::serve {
 
@@ -54,7 +54,7 @@ struct SchedulerConfig {
 class Scheduler {
  public:
   // Builds the slots (a Session and, with a factory, a drafter each) and starts the thread.
-  static Result<std::unique_ptr<Scheduler>> create(const model::Gemma3Model& model, const tokenizer::SpmTokenizer& tok,
+  static Result<std::unique_ptr<Scheduler>> create(const model::Model& model, const tokenizer::Tokenizer& tok,
                                                    const SchedulerConfig& cfg, DrafterFactory drafters,
                                                    ThreadPool* pool, Metrics* metrics);
   ~Scheduler();
@@ -84,7 +84,7 @@ class Scheduler {
     int64_t cached_tokens = 0;   // history length, mirrored for state() (guarded by mu_)
   };
 
-  Scheduler(const model::Gemma3Model& model, const tokenizer::SpmTokenizer& tok, const SchedulerConfig& cfg,
+  Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok, const SchedulerConfig& cfg,
             DrafterFactory drafters, ThreadPool* pool, Metrics* metrics);
   void loop();
   void assign_locked();                  // queued jobs -> idle slots
@@ -95,8 +95,8 @@ class Scheduler {
   void finish(Slot& s, Status error, bool cancelled);
   size_t kv_bytes_per_token() const;
 
-  const model::Gemma3Model& model_;
-  const tokenizer::SpmTokenizer& tok_;
+  const model::Model& model_;
+  const tokenizer::Tokenizer& tok_;
   SchedulerConfig cfg_;
   DrafterFactory drafters_;
   ThreadPool* pool_;

@@ -20,7 +20,7 @@ ApiResult<json> object_body(std::string_view body) {
 
 }  // namespace
 
-ApiResult<json> tokenize_route(std::string_view body, const tokenizer::SpmTokenizer& tok) {
+ApiResult<json> tokenize_route(std::string_view body, const tokenizer::Tokenizer& tok) {
   auto parsed = object_body(body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const json& j = std::get<json>(parsed);
@@ -50,7 +50,7 @@ ApiResult<json> tokenize_route(std::string_view body, const tokenizer::SpmTokeni
   return json{{"tokens", out}};
 }
 
-ApiResult<json> detokenize_route(std::string_view body, const tokenizer::SpmTokenizer& tok) {
+ApiResult<json> detokenize_route(std::string_view body, const tokenizer::Tokenizer& tok) {
   auto parsed = object_body(body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const json& j = std::get<json>(parsed);

@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/openai_api.h"
-#include "tokenizer/spm.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::serve {
 
-ApiResult<nlohmann::json> tokenize_route(std::string_view body, const tokenizer::SpmTokenizer& tok);
-ApiResult<nlohmann::json> detokenize_route(std::string_view body, const tokenizer::SpmTokenizer& tok);
+ApiResult<nlohmann::json> tokenize_route(std::string_view body, const tokenizer::Tokenizer& tok);
+ApiResult<nlohmann::json> detokenize_route(std::string_view body, const tokenizer::Tokenizer& tok);
 
 }  // namespace dspark::serve

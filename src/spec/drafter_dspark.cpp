@@ -33,12 +33,12 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 }  // namespace
 
-Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::load(const std::string& dir, const model::Gemma3Model& target,
+Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::load(const std::string& dir, const model::Model& target,
                                                            const DSparkOptions& opt, ThreadPool* pool) {
-  const model::Gemma3Config& tc = target.config();
+  const model::ModelConfig& tc = target.config();
   TargetTables tables;
   tables.embed = target.weights().token_embd;
-  tables.lm_head = target.weights().token_embd;  // Gemma 3 ties the output matrix
+  tables.lm_head = target.weights().output;  // the target's LM head (== token_embd when tied)
   tables.n_vocab = tc.n_vocab;
   tables.n_embd = tc.n_embd;
   return load(dir, target_shape(tc), &tables, opt, pool);

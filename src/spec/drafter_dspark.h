@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gemma3.h"
+#include "model/model.h"
 #include "dspark/copy_head.h"
 #include "spec/drafter.h"
 #include "dspark/dspark_markov.h"
@@ -75,7 +75,7 @@ class DSparkDrafter : public Drafter {
  public:
   // Loads `dir` against the target (pairing check; Gemma 3's tied token_embd serves as the table
   // for drafters without embed_tokens / lm_head).
-  static Result<std::unique_ptr<DSparkDrafter>> load(const std::string& dir, const model::Gemma3Model& target,
+  static Result<std::unique_ptr<DSparkDrafter>> load(const std::string& dir, const model::Model& target,
                                                      const DSparkOptions& opt, ThreadPool* pool);
   // Same against a target described by shape and (optional) tables.
   static Result<std::unique_ptr<DSparkDrafter>> load(const std::string& dir, const TargetShape& target,

@@ -4,7 +4,7 @@
 
 namespace dspark::spec {
 
-ModelDrafter::ModelDrafter(const model::Gemma3Model& model, const model::SessionOptions& opt, ThreadPool* pool)
+ModelDrafter::ModelDrafter(const model::Model& model, const model::SessionOptions& opt, ThreadPool* pool)
     : model_(model), session_(model, opt, pool), pool_(pool) {}
 
 Status ModelDrafter::begin(std::span<const int32_t> prompt, const TapRows&) {
@@ -66,7 +66,7 @@ Status ModelDrafter::commit(std::span<const int32_t> committed, int64_t pos, con
   return Status::ok();
 }
 
-Status check_same_vocab(const tokenizer::SpmTokenizer& target, const tokenizer::SpmTokenizer& draft) {
+Status check_same_vocab(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft) {
   if (target.n_vocab() != draft.n_vocab())
     return Status::error("draft model vocabulary has " + std::to_string(draft.n_vocab()) + " tokens, target has " +
                          std::to_string(target.n_vocab()));

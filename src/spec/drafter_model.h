@@ -5,10 +5,10 @@
 
 #include <memory>
 
-#include "model/gemma3.h"
+#include "model/model.h"
 #include "sample/sampler.h"
 #include "spec/drafter.h"
-#include "tokenizer/spm.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::spec {
 
@@ -16,7 +16,7 @@ class ModelDrafter : public Drafter {
  public:
   // The model must outlive the drafter. Each draft samples with the request's settings
   // (DraftRequest::sampler).
-  ModelDrafter(const model::Gemma3Model& model, const model::SessionOptions& opt, ThreadPool* pool);
+  ModelDrafter(const model::Model& model, const model::SessionOptions& opt, ThreadPool* pool);
   std::string kind() const override { return "draft-model"; }
   Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
   Status draft(const DraftRequest& req, DraftResult* out) override;
@@ -24,7 +24,7 @@ class ModelDrafter : public Drafter {
 
  private:
   Status sync();  // make the KV hold exactly history_
-  const model::Gemma3Model& model_;
+  const model::Model& model_;
   model::Session session_;
   ThreadPool* pool_;
   sample::RowDist row_;
@@ -34,6 +34,6 @@ class ModelDrafter : public Drafter {
 };
 
 // Refuses drafters whose vocabulary differs from the target's (size or any token text).
-Status check_same_vocab(const tokenizer::SpmTokenizer& target, const tokenizer::SpmTokenizer& draft);
+Status check_same_vocab(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft);
 
 }  // namespace dspark::spec

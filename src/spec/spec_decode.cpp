@@ -4,8 +4,8 @@
 
 namespace dspark::spec {
 
-Result<SpecResult> generate_spec(const model::Gemma3Model& model, model::Session& session,
-                                 const tokenizer::SpmTokenizer& tok, std::span<const int32_t> prompt,
+Result<SpecResult> generate_spec(const model::Model& model, model::Session& session,
+                                 const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
                                  const SpecParams& params, Drafter& drafter, const generate::TextCallback& on_text) {
   auto stepper = SpecStepper::create(model, session, tok, prompt, params, &drafter, /*history=*/nullptr, on_text);
   if (!stepper) return stepper.status();

@@ -21,8 +21,8 @@ struct SpecResult {
 // Clears the session, prefills prompt[0, L-1) (the last prompt token heads the first verify
 // window), then runs rounds until a stop. At temperature 0 the output equals serial greedy
 // decoding; at temperature > 0 it is distributed as the target's samples.
-Result<SpecResult> generate_spec(const model::Gemma3Model& model, model::Session& session,
-                                 const tokenizer::SpmTokenizer& tok, std::span<const int32_t> prompt,
+Result<SpecResult> generate_spec(const model::Model& model, model::Session& session,
+                                 const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
                                  const SpecParams& params, Drafter& drafter, const generate::TextCallback& on_text);
 
 }  // namespace dspark::spec

@@ -30,15 +30,15 @@ int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   return (int64_t)i;
 }
 
-SpecStepper::SpecStepper(const model::Gemma3Model& model, model::Session& session, const tokenizer::SpmTokenizer& tok,
+SpecStepper::SpecStepper(const model::Model& model, model::Session& session, const tokenizer::Tokenizer& tok,
                          std::span<const int32_t> prompt, const SpecParams& params, Drafter* drafter,
                          SeqHistory* history, generate::TextCallback on_text, const StepperOptions& opt)
     : model_(model), session_(session), tok_(tok), prompt_(prompt.begin(), prompt.end()), params_(params),
       drafter_(drafter), hist_(history ? history : &own_history_), on_text_(std::move(on_text)), opt_(opt),
       sampler_(params.gen.sampler, session.pool()), decoder_(tok), stops_(params.gen.stop) {}
 
-Result<std::unique_ptr<SpecStepper>> SpecStepper::create(const model::Gemma3Model& model, model::Session& session,
-                                                         const tokenizer::SpmTokenizer& tok,
+Result<std::unique_ptr<SpecStepper>> SpecStepper::create(const model::Model& model, model::Session& session,
+                                                         const tokenizer::Tokenizer& tok,
                                                          std::span<const int32_t> prompt, const SpecParams& params,
                                                          Drafter* drafter, SeqHistory* history,
                                                          generate::TextCallback on_text, const StepperOptions& opt) {

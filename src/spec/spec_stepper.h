@@ -52,8 +52,8 @@ class SpecStepper {
   // its required taps must be exactly history->tap_ids when it has any. `history` may be null
   // (nothing reused or kept). The model, session, tokenizer, drafter and history must outlive
   // the stepper. Errors: empty prompt, bad sampler, max_tokens < 1, prompt + max_tokens > n_ctx.
-  static Result<std::unique_ptr<SpecStepper>> create(const model::Gemma3Model& model, model::Session& session,
-                                                     const tokenizer::SpmTokenizer& tok,
+  static Result<std::unique_ptr<SpecStepper>> create(const model::Model& model, model::Session& session,
+                                                     const tokenizer::Tokenizer& tok,
                                                      std::span<const int32_t> prompt, const SpecParams& params,
                                                      Drafter* drafter, SeqHistory* history,
                                                      generate::TextCallback on_text, const StepperOptions& opt = {});
@@ -65,7 +65,7 @@ class SpecStepper {
   bool prefilling() const { return !begun_; }
 
   // The same round split in two, so a caller can verify several sequences in one
-  // Gemma3Model::forward_multi: plan_round() drafts and returns the verify window, the caller runs
+  // Model::forward_multi: plan_round() drafts and returns the verify window, the caller runs
   // the target over it on this stepper's session with round_options(), finish_round() accepts,
   // rolls back and commits. Only while in_round(). Errors abandon the sequence as step() does.
   bool in_round() const { return begun_ && !done_; }
@@ -78,7 +78,7 @@ class SpecStepper {
   SpecResult take_result() { return std::move(res_); }
 
  private:
-  SpecStepper(const model::Gemma3Model& model, model::Session& session, const tokenizer::SpmTokenizer& tok,
+  SpecStepper(const model::Model& model, model::Session& session, const tokenizer::Tokenizer& tok,
               std::span<const int32_t> prompt, const SpecParams& params, Drafter* drafter, SeqHistory* history,
               generate::TextCallback on_text, const StepperOptions& opt);
   Status prefill_step();
@@ -91,9 +91,9 @@ class SpecStepper {
   void record(std::span<const int32_t> tokens);  // appends tokens + the last forward's first tap rows to history
   TapRows history_taps(int64_t row0, int64_t n) const;
 
-  const model::Gemma3Model& model_;
+  const model::Model& model_;
   model::Session& session_;
-  const tokenizer::SpmTokenizer& tok_;
+  const tokenizer::Tokenizer& tok_;
   std::vector<int32_t> prompt_;
   SpecParams params_;
   Drafter* drafter_;

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "formats/gguf.h"
+
 namespace dspark::tokenizer {
 namespace {
 
@@ -116,6 +118,105 @@ Result<std::string> render_gemma3_chat(const std::vector<ChatMessage>& msgs,
     out += kStartOfTurn;
     out += "model\n";
   }
+  return out;
+}
+
+const char* chat_family_name(ChatFamily f) {
+  switch (f) {
+    case ChatFamily::kGemma: return "gemma";
+    case ChatFamily::kChatML: return "chatml";
+    case ChatFamily::kLlama3: return "llama3";
+  }
+  return "?";
+}
+
+Result<ChatTemplate> chat_template_by_name(const std::string& name) {
+  for (ChatFamily f : {ChatFamily::kGemma, ChatFamily::kChatML, ChatFamily::kLlama3})
+    if (name == chat_family_name(f)) return ChatTemplate{f, ""};
+  return Status::error("--chat-template: unknown template '" + name + "' (known: gemma, chatml, llama3)");
+}
+
+Result<ChatTemplate> detect_chat_template(const std::string& jinja) {
+  if (jinja.find("<start_of_turn>") != std::string::npos) return ChatTemplate{ChatFamily::kGemma, ""};
+  if (jinja.find("<|start_header_id|>") != std::string::npos) return ChatTemplate{ChatFamily::kLlama3, ""};
+  if (jinja.find("<|im_start|>") != std::string::npos) {
+    ChatTemplate t{ChatFamily::kChatML, ""};
+    // A default system turn written as a literal: '<|im_start|>system\n{text}<|im_end|>' inside a
+    // branch taken when the first message is not a system message.
+    const std::string open = "<|im_start|>system\n";
+    const size_t cond = jinja.find("!= 'system'");
+    const size_t at = jinja.find(open);
+    if (cond != std::string::npos && at != std::string::npos && at > cond) {
+      const size_t begin = at + open.size(), end = jinja.find("<|im_end|>", begin);
+      const std::string text = end == std::string::npos ? "" : jinja.substr(begin, end - begin);
+      if (end != std::string::npos && text.find_first_of("{}'\"") == std::string::npos) t.default_system = text;
+    }
+    return t;
+  }
+  return Status::error("tokenizer.chat_template: unrecognised chat template (known families: gemma, chatml, "
+                       "llama3); pass --chat-template NAME to choose one");
+}
+
+Result<ChatTemplate> resolve_chat_template(const formats::GgufFile& file, const std::string& override_name) {
+  if (!override_name.empty()) return chat_template_by_name(override_name);
+  if (file.has("tokenizer.chat_template")) {
+    auto jinja = file.get_string("tokenizer.chat_template");
+    if (!jinja) return Status::error(jinja.message());
+    auto t = detect_chat_template(*jinja);
+    if (!t) return Status::error(file.path() + ": " + t.message());
+    return t;
+  }
+  auto arch = file.get_string("general.architecture");
+  if (arch && *arch == "gemma3") return ChatTemplate{ChatFamily::kGemma, ""};
+  return Status::error(file.path() + ": no tokenizer.chat_template in the file; pass --chat-template NAME "
+                       "(gemma, chatml, llama3)");
+}
+
+namespace {
+
+// ChatML and Llama 3: any order of system / user / assistant.
+Status check_roles(const std::vector<ChatMessage>& msgs) {
+  if (msgs.empty()) return Status::error("messages: empty conversation");
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const std::string& r = msgs[i].role;
+    if (r != "system" && r != "user" && r != "assistant")
+      return Status::error("messages[" + std::to_string(i) + "]: role \"" + r +
+                           "\" not supported (system, user or assistant)");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::string> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                bool add_generation_prompt, bool include_bos,
+                                std::vector<std::pair<size_t, size_t>>* content_spans) {
+  if (t.family == ChatFamily::kGemma) return render_gemma3_chat(msgs, add_generation_prompt, include_bos, content_spans);
+  if (content_spans) content_spans->clear();
+  DSPARK_RETURN_IF_ERROR(check_roles(msgs));
+  std::string out;
+  auto content = [&](const std::string& text) {
+    const size_t begin = out.size();
+    out += text;
+    if (content_spans && out.size() > begin) content_spans->emplace_back(begin, out.size());
+  };
+  if (t.family == ChatFamily::kChatML) {
+    if (msgs[0].role != "system" && !t.default_system.empty())
+      out += "<|im_start|>system\n" + t.default_system + "<|im_end|>\n";
+    for (const ChatMessage& m : msgs) {
+      out += "<|im_start|>" + m.role + "\n";
+      content(m.content);
+      out += "<|im_end|>\n";
+    }
+    if (add_generation_prompt) out += "<|im_start|>assistant\n";
+    return out;
+  }
+  for (const ChatMessage& m : msgs) {  // Llama 3
+    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
+    content(trim_python_whitespace(m.content));
+    out += "<|eot_id|>";
+  }
+  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
 }
 

@@ -425,7 +425,7 @@ bool SpmTokenizer::is_control(int32_t id) const {
   return id >= 0 && id < n_vocab() && (t_->attrs[id] & kAttrSpecial) != 0;
 }
 
-Result<SpmTokenizer> load_tokenizer(const formats::GgufFile& file) {
+Result<SpmTokenizer> load_spm_tokenizer(const formats::GgufFile& file) {
   Result<Vocab> vocab = load_vocab(file);
   if (!vocab) return vocab.status();
   Result<SpmTokenizer> tok = SpmTokenizer::create(std::move(*vocab));

@@ -76,7 +76,8 @@ class SpmTokenizer {
   std::shared_ptr<const Tables> t_;
 };
 
-// load_vocab + SpmTokenizer::create; errors name the file and key.
-Result<SpmTokenizer> load_tokenizer(const formats::GgufFile& file);
+// load_vocab + SpmTokenizer::create; errors name the file and key (most callers want
+// tokenizer.h load_tokenizer, which picks the tokenizer model).
+Result<SpmTokenizer> load_spm_tokenizer(const formats::GgufFile& file);
 
 }  // namespace dspark::tokenizer

@@ -1,6 +1,6 @@
 #include "tokenizer/utf8.h"
 
-#include "tokenizer/spm.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::tokenizer {
 namespace {

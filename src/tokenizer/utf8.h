@@ -13,7 +13,7 @@
 
 namespace dspark::tokenizer {
 
-class SpmTokenizer;
+class Tokenizer;
 
 inline constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
 
@@ -28,7 +28,7 @@ std::string sanitize_utf8(std::string_view s);
 // Not thread-safe; one per generation stream. The tokenizer must outlive it.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const SpmTokenizer& tokenizer, bool render_special = false)
+  explicit StreamDecoder(const Tokenizer& tokenizer, bool render_special = false)
       : tokenizer_(&tokenizer), render_special_(render_special) {}
 
   std::string push(int32_t id);                // piece of `id` via token_to_piece
@@ -37,7 +37,7 @@ class StreamDecoder {
   size_t pending_bytes() const { return pending_.size(); }
 
  private:
-  const SpmTokenizer* tokenizer_;
+  const Tokenizer* tokenizer_;
   bool render_special_;
   std::string pending_;  // an incomplete but so far valid sequence, at most 3 bytes
 };

@@ -4,11 +4,14 @@
 #include <limits>
 
 #include "formats/gguf.h"
+#include "tokenizer/pretokenize.h"
 
 namespace dspark::tokenizer {
 namespace {
 
 constexpr const char* kKeyModel = "tokenizer.ggml.model";
+constexpr const char* kKeyPre = "tokenizer.ggml.pre";
+constexpr const char* kKeyMerges = "tokenizer.ggml.merges";
 constexpr const char* kKeyTokens = "tokenizer.ggml.tokens";
 constexpr const char* kKeyScores = "tokenizer.ggml.scores";
 constexpr const char* kKeyTypes = "tokenizer.ggml.token_type";
@@ -83,12 +86,43 @@ Status validate_vocab(const Vocab& vocab) {
 Result<Vocab> load_vocab(const formats::GgufFile& file) {
   Result<std::string> model = file.get_string(kKeyModel);
   if (!model) return model.status();
-  if (*model != "llama") {
+  const bool bpe = *model == "gpt2";
+  if (!bpe && *model != "llama") {
     return Status::error(file.path() + ": " + kKeyModel + ": tokenizer model \"" + *model +
-                         "\" is not supported (only \"llama\", SentencePiece)");
+                         "\" is not supported (only \"llama\", SentencePiece, and \"gpt2\", "
+                         "byte-level BPE)");
+  }
+  Vocab vocab;
+  vocab.model = *model;
+  if (file.has(kKeyPre)) {
+    // SentencePiece ignores the key (llama.cpp too), so only BPE insists that it is a string.
+    Result<std::string> pre = file.get_string(kKeyPre);
+    if (pre) {
+      vocab.pre = std::move(*pre);
+    } else if (bpe) {
+      return pre.status();
+    }
+  }
+  if (bpe) {
+    // llama.cpp's BPE defaults; the pre-tokenizer decides add_bos (llama3 family: on).
+    Result<PreTokenizerSpec> spec = find_pre_tokenizer(vocab.pre);
+    if (!spec) return Status::error(file.path() + ": " + spec.message());
+    vocab.bos = 11;
+    vocab.eos = 11;
+    vocab.unk = -1;
+    vocab.pad = -1;
+    vocab.add_bos = spec->default_add_bos;
+    vocab.add_eos = false;
+    vocab.add_space_prefix = false;
+    if (!file.has(kKeyMerges)) {
+      return Status::error(file.path() + ": " + kKeyMerges + ": missing (required by " + kKeyModel +
+                           " = \"gpt2\")");
+    }
+    Result<std::vector<std::string>> merges = file.get_string_array(kKeyMerges);
+    if (!merges) return merges.status();
+    vocab.merges = std::move(*merges);
   }
 
-  Vocab vocab;
   Result<std::vector<std::string>> tokens = file.get_string_array(kKeyTokens);
   if (!tokens) return tokens.status();
   vocab.tokens = std::move(*tokens);
@@ -99,6 +133,12 @@ Result<Vocab> load_vocab(const formats::GgufFile& file) {
                          " tokens do not fit in int32 ids");
   }
   const int32_t n_vocab = static_cast<int32_t>(n);
+  if (bpe) {
+    // llama.cpp disables a default special id that does not fit (bos / eos 11 of a small file).
+    for (int32_t* id : {&vocab.bos, &vocab.eos}) {
+      if (*id >= n_vocab) *id = -1;
+    }
+  }
 
   if (file.has(kKeyScores)) {
     Result<std::vector<float>> scores = file.get_float_array(kKeyScores);

@@ -98,7 +98,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   report.settings.prompts_file = opt.prompts;
   std::vector<std::vector<int32_t>> ids;  // [n_prompts][prompt_tokens]
   for (const Prompt& p : *prompts) {
-    auto t = encode_prompt(*lm.tok, p.text, set.chat);
+    auto t = encode_prompt(*lm.tok, lm.chat, p.text, set.chat);
     if (!t) { std::fprintf(stderr, "dspark ab: %s\n", t.message().c_str()); return kExitBadInput; }
     if ((int64_t)t->size() + set.max_tokens > set.n_ctx) { ++report.skipped; continue; }
     report.prompts.push_back({p.category, (int64_t)t->size()});

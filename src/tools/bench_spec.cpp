@@ -49,7 +49,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
   ProgressBar bar("bench --spec", prompts->size(), " prompts");
   for (size_t i = 0; i < prompts->size(); ++i) {
     const Prompt& p = (*prompts)[i];
-    auto ids = encode_prompt(*lm.tok, p.text, opt.chat);
+    auto ids = encode_prompt(*lm.tok, lm.chat, p.text, opt.chat);
     if (!ids || (int64_t)ids->size() + opt.n_gen > n_ctx) continue;
     std::vector<int32_t> serial_tokens, spec_tokens;
     gp.sampler.seed = opt.sampler.seed + i;  // the same seed for both arms of a prompt

@@ -2,9 +2,12 @@
 
 namespace dspark::tools {
 
-void add_model_flags(Args& args, std::string* model, std::string* cache) {
+void add_model_flags(Args& args, std::string* model, std::string* cache, std::string* chat_template) {
   args.add("--model,-m", model, "target: registry name (dspark get --list) or GGUF path");
   args.add("--cache-dir", cache, "model cache folder (else $DSPARK_CACHE, else ~/.cache/dspark)");
+  if (chat_template)
+    args.add("--chat-template", chat_template,
+             "gemma|chatml|llama3: chat template to use (default: detected from the GGUF's tokenizer.chat_template)");
 }
 
 void add_threads_flag(Args& args, int64_t* threads) {

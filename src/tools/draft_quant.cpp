@@ -29,7 +29,7 @@ Status check_quant_mode(const std::string& mode) {
 
 }  // namespace
 
-Result<std::string> resolve_draft_quant(const std::string& dir, const std::string& mode, const model::Gemma3Model& target,
+Result<std::string> resolve_draft_quant(const std::string& dir, const std::string& mode, const model::Model& target,
                                         const std::string& cache_dir, ThreadPool* pool,
                                         const std::string& recommendation) {
   DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
@@ -66,7 +66,7 @@ Result<std::string> resolve_draft_quant(const std::string& dir, const std::strin
   }
   fs::create_directories(out.parent_path(), ec);
   opt.out_dir = out.string();
-  const kernels::QMatrix& embd = target.weights().token_embd;  // Gemma 3 ties the output matrix
+  const kernels::QMatrix& embd = target.weights().output;  // the target's LM head
   opt.target_lm_head = &embd;
   opt.check = [&](const std::string& staging) -> Status {
     auto r = smoke_check_drafter(staging, target, pool);
@@ -85,7 +85,7 @@ Result<std::string> resolve_draft_quant(const std::string& dir, const std::strin
 }
 
 Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::string& path, const std::string& mode,
-                                            const model::Gemma3Model& target, const std::string& cache_dir,
+                                            const model::Model& target, const std::string& cache_dir,
                                             ThreadPool* pool) {
   DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
   if (path.empty() || mode == "none" || (kind != "auto" && kind != "dspark" && !kind.empty())) return path;
@@ -94,9 +94,10 @@ Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::
   // Already quantized: nothing to do (cheap check first). Otherwise only a drafter that loads
   // against this target is converted (make_drafter reports the rest).
   if (auto qc = quant::read_quant_config((fs::path(path) / "config.json").string()); !qc || qc->present) return path;
-  const model::Gemma3Config& tc = target.config();
+  const model::ModelConfig& tc = target.config();
   net::TargetTables tables;
-  tables.embed = tables.lm_head = target.weights().token_embd;
+  tables.embed = target.weights().token_embd;
+  tables.lm_head = target.weights().output;
   tables.n_vocab = tc.n_vocab;
   tables.n_embd = tc.n_embd;
   if (!net::DSparkModel::load(path, net::target_shape(tc), &tables)) return path;

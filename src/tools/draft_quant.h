@@ -16,19 +16,19 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "model/gemma3.h"
+#include "model/model.h"
 
 namespace dspark::tools {
 
 // The directory to load for `dir` under `mode` ("auto" | "none"); `cache_dir` = the dspark cache.
 // Only DSpark checkpoint directories are touched (kind "dspark", or "auto" detecting one).
 // `recommendation` = the quant_auto.json to use ("" = drafters/quant_auto.json of the install).
-Result<std::string> resolve_draft_quant(const std::string& dir, const std::string& mode, const model::Gemma3Model& target,
+Result<std::string> resolve_draft_quant(const std::string& dir, const std::string& mode, const model::Model& target,
                                         const std::string& cache_dir, ThreadPool* pool,
                                         const std::string& recommendation = "");
 // The same for a drafter flag pair (--draft-kind, --draft-model): other kinds pass through.
 Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::string& path, const std::string& mode,
-                                            const model::Gemma3Model& target, const std::string& cache_dir,
+                                            const model::Model& target, const std::string& cache_dir,
                                             ThreadPool* pool);
 
 }  // namespace dspark::tools

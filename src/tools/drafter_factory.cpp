@@ -139,7 +139,7 @@ Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRunti
   return check_drafter_kind(kind);  // not registered: the error lists the kinds
 }
 
-std::vector<double> measure_verify_ms(const model::Gemma3Model& model, int n_max, ThreadPool* pool) {
+std::vector<double> measure_verify_ms(const model::Model& model, int n_max, ThreadPool* pool) {
   using Clock = std::chrono::steady_clock;
   model::Session s(model, model::SessionOptions{.n_ctx = 128 + n_max + 8, .max_batch = 512}, pool);
   std::vector<int32_t> ctx(128);

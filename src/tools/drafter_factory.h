@@ -12,7 +12,7 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "model/gemma3.h"
+#include "model/model.h"
 #include "sample/sampler.h"
 #include "spec/drafter.h"
 #include "spec/spec_config.h"
@@ -30,7 +30,7 @@ struct DrafterRuntime {
 // Times one target forward over n = 1 .. n_max new tokens (all-position logits, as verify runs)
 // after a 128-token context: the median of 3 (after one warm-up) at every n, then the
 // non-decreasing least-squares fit. Index 0 is unused. About 0.1 s per n for the 270M target.
-std::vector<double> measure_verify_ms(const model::Gemma3Model& model, int n_max, ThreadPool* pool);
+std::vector<double> measure_verify_ms(const model::Model& model, int n_max, ThreadPool* pool);
 
 // Owns the drafter and whatever it needs to live (a draft model, its tokenizer).
 struct DrafterBundle {

@@ -8,7 +8,7 @@
 
 namespace dspark::tools {
 
-Result<SmokeResult> smoke_check_drafter(const std::string& dir, const model::Gemma3Model& target, ThreadPool* pool) {
+Result<SmokeResult> smoke_check_drafter(const std::string& dir, const model::Model& target, ThreadPool* pool) {
   spec::DSparkOptions opt;
   opt.ctx_reserve = 64;
   auto d = spec::DSparkDrafter::load(dir, target, opt, pool);

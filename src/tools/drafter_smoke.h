@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "model/gemma3.h"
+#include "model/model.h"
 
 namespace dspark::tools {
 
@@ -22,6 +22,6 @@ struct SmokeResult {
 // Loads `dir` against `target`, runs the target over a fixed 8-token prompt with the drafter's taps,
 // begin() + one greedy draft() of the whole block; checks that every drafted id is in the
 // vocabulary and every base logit is finite.
-Result<SmokeResult> smoke_check_drafter(const std::string& dir, const model::Gemma3Model& target, ThreadPool* pool);
+Result<SmokeResult> smoke_check_drafter(const std::string& dir, const model::Model& target, ThreadPool* pool);
 
 }  // namespace dspark::tools

@@ -12,7 +12,7 @@ using train::HeldoutResult;
 using train::SeqRef;
 using train::Shard;
 
-Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::Gemma3Model& target, const Dataset& ds,
+Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::Model& target, const Dataset& ds,
                                    int64_t max_seqs, int gamma, float threshold, bool record_confidence,
                                    ThreadPool* pool) {
   spec::DSparkOptions opt;

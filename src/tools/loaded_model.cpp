@@ -7,22 +7,23 @@
 
 namespace dspark::tools {
 
-Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag) {
+Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template) {
   auto path = resolve_model_path(spec, resolve_cache_dir(cache_flag));
   if (!path) return path.status();
   LoadedModel lm;
   lm.path = *path;
-  auto model = model::Gemma3Model::load(*path);
+  auto model = model::load_model(*path);
   if (!model) return model.status();
   lm.model = std::move(model).value();
-  auto vocab = tokenizer::load_vocab(lm.model->file());
-  if (!vocab) return vocab.status();
-  if (vocab->n_vocab() != lm.model->config().n_vocab)
-    return Status::error(*path + ": tokenizer has " + std::to_string(vocab->n_vocab()) +
-                         " tokens but token_embd.weight has " + std::to_string(lm.model->config().n_vocab) + " rows");
-  auto tok = tokenizer::SpmTokenizer::create(std::move(vocab).value());
+  auto tok = tokenizer::load_tokenizer(lm.model->file());
   if (!tok) return Status::error(*path + ": " + tok.message());
-  lm.tok = std::make_unique<tokenizer::SpmTokenizer>(std::move(tok).value());
+  if (tok->n_vocab() != lm.model->config().n_vocab)
+    return Status::error(*path + ": tokenizer has " + std::to_string(tok->n_vocab()) +
+                         " tokens but token_embd.weight has " + std::to_string(lm.model->config().n_vocab) + " rows");
+  lm.tok = std::make_unique<tokenizer::Tokenizer>(std::move(tok).value());
+  auto chat = tokenizer::resolve_chat_template(lm.model->file(), chat_template);
+  if (!chat) return chat.status();
+  lm.chat = *chat;
   return lm;
 }
 

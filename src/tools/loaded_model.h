@@ -5,18 +5,22 @@
 #include <string>
 
 #include "core/status.h"
-#include "model/gemma3.h"
-#include "tokenizer/spm.h"
+#include "model/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::tools {
 
 struct LoadedModel {
   std::string path;
-  std::unique_ptr<model::Gemma3Model> model;
-  std::unique_ptr<tokenizer::SpmTokenizer> tok;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  tokenizer::ChatTemplate chat;  // the model's chat template (or --chat-template's)
 };
 
-Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag);
+// chat_template: a --chat-template value ("" = from the GGUF, see resolve_chat_template).
+Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag,
+                               const std::string& chat_template = "");
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t peak_rss_bytes();

@@ -37,9 +37,10 @@ Result<std::vector<Prompt>> load_prompts(const std::string& path, int64_t n) {
   return out;
 }
 
-Result<std::vector<int32_t>> encode_prompt(const tokenizer::SpmTokenizer& tok, const std::string& text, bool chat) {
+Result<std::vector<int32_t>> encode_prompt(const tokenizer::Tokenizer& tok, const tokenizer::ChatTemplate& tmpl,
+                                           const std::string& text, bool chat) {
   if (!chat) return tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
-  auto rendered = tokenizer::render_gemma3_chat({{"user", text}}, /*add_generation_prompt=*/true, /*include_bos=*/false);
+  auto rendered = tokenizer::render_chat(tmpl, {{"user", text}}, /*add_generation_prompt=*/true, /*include_bos=*/false);
   if (!rendered) return rendered.status();
   return tok.encode(*rendered, /*add_special=*/true, /*parse_special=*/true);
 }

@@ -1,6 +1,6 @@
 // Prompt files for the benchmarking verbs (bench --spec, ab): Spec-Bench style JSON Lines,
 // {"category": ..., "turns": [text, ...]} (only the first turn is used), and how a prompt
-// becomes token ids (Gemma 3 chat template with one user turn, or raw text).
+// becomes token ids (the model's chat template with one user turn, or raw text).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "tokenizer/spm.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::tools {
 
@@ -22,7 +23,9 @@ struct Prompt {
 // so a small n still covers every category; n <= 0 takes them all. Errors name the file and line.
 Result<std::vector<Prompt>> load_prompts(const std::string& path, int64_t n);
 
-// chat: `<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n` with BOS; else BOS + text.
-Result<std::vector<int32_t>> encode_prompt(const tokenizer::SpmTokenizer& tok, const std::string& text, bool chat);
+// chat: one user turn in the model's chat template plus the generation prompt, encoded with the
+// tokenizer's BOS; else the raw text with BOS (when the vocabulary adds one).
+Result<std::vector<int32_t>> encode_prompt(const tokenizer::Tokenizer& tok, const tokenizer::ChatTemplate& tmpl,
+                                           const std::string& text, bool chat);
 
 }  // namespace dspark::tools

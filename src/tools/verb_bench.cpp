@@ -37,19 +37,21 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Deterministic token ids away from the special/control range (like llama-bench's random tokens).
-std::vector<int32_t> synthetic_tokens(int64_t n, int32_t bos, uint64_t seed) {
+// Deterministic token ids away from the special/control range (like llama-bench's random tokens):
+// ids in [1000, 1000 + min(200000, n_vocab - 1000)), the same ids for every vocabulary of >= 201,000.
+std::vector<int32_t> synthetic_tokens(int64_t n, int32_t bos, uint64_t seed, int64_t n_vocab) {
   Rng rng(seed);
   std::vector<int32_t> ids(n);
   ids[0] = bos;
-  for (int64_t i = 1; i < n; ++i) ids[i] = 1000 + (int32_t)(rng.next() % 200000);
+  const uint64_t span = (uint64_t)std::max<int64_t>(1, std::min<int64_t>(200000, n_vocab - 1000));
+  for (int64_t i = 1; i < n; ++i) ids[i] = 1000 + (int32_t)(rng.next() % span);
   return ids;
 }
 
 }  // namespace
 
 int verb_bench(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache;
+  std::string model_spec = "gemma3-270m", cache, chat_template;
   int64_t n_prompt = 512, n_gen = 128, threads = ThreadPool::default_threads(), repeats = 5;
   int64_t curve_ctx = 512, curve_max = 16;
   bool json = false, curve = false, spec_mode = false, no_chat = false;
@@ -66,7 +68,7 @@ int verb_bench(int argc, char** argv) {
             "With --temp > 0 each repeat also decodes the same prompt sampled (greedy and sampled alternate\n"
             "which runs first), and the time of one sampled row (softmax, truncation, draw) is reported\n"
             "apart from the forward.");
-  add_model_flags(args, &model_spec, &cache);
+  add_model_flags(args, &model_spec, &cache, &chat_template);
   args.add("--n-prompt,-p", &n_prompt, "prefill length in tokens (0 = skip)", 0, 1 << 16);
   args.add("--n-gen,-n", &n_gen, "decode length in tokens (0 = skip)", 0, 1 << 16);
   add_threads_flag(args, &threads);
@@ -93,7 +95,7 @@ int verb_bench(int argc, char** argv) {
       return kExitBadInput;
     }
   }
-  auto lm = load_model(model_spec, cache);
+  auto lm = load_model(model_spec, cache, chat_template);
   if (!lm) { std::fprintf(stderr, "dspark bench: %s\n", lm.message().c_str()); return kExitBadInput; }
   if (spec_mode) {
     sopt.n_gen = n_gen;
@@ -145,7 +147,7 @@ int verb_bench(int argc, char** argv) {
   ProgressBar bar("bench", (uint64_t)repeats);
   for (int64_t r = 0; r < repeats; ++r) {
     if (n_prompt > 0) {
-      const auto ids = synthetic_tokens(n_prompt, lm->tok->bos(), 1234 + r);
+      const auto ids = synthetic_tokens(n_prompt, lm->tok->bos(), 1234 + r, lm->tok->n_vocab());
       s.kv().clear();
       const auto t0 = Clock::now();
       if (Status st = model.forward(s, ids, last); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
@@ -165,10 +167,10 @@ int verb_bench(int argc, char** argv) {
 
   nlohmann::json curve_json = nlohmann::json::array();
   if (curve) {
-    const auto ctx_ids = synthetic_tokens(curve_ctx, lm->tok->bos(), 99);
+    const auto ctx_ids = synthetic_tokens(curve_ctx, lm->tok->bos(), 99, lm->tok->n_vocab());
     s.kv().clear();
     if (Status st = model.forward(s, ctx_ids, last); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
-    const auto new_ids = synthetic_tokens(curve_max + 1, 1000, 7);
+    const auto new_ids = synthetic_tokens(curve_max + 1, 1000, 7, lm->tok->n_vocab());
     const model::ForwardOptions all{model::LogitsMode::kAll, {}};
     double base_ms = 0;
     ProgressBar cbar("verify curve", (uint64_t)curve_max);

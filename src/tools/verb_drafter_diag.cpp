@@ -68,7 +68,7 @@ int verb_drafter_diag(int argc, char** argv) {
   if (data.empty()) return fail("--data REGEN_DIR is required");
   auto lm = load_model(model_spec, cache);
   if (!lm) return fail(lm.message());
-  const model::Gemma3Config& tc = lm->model->config();
+  const model::ModelConfig& tc = lm->model->config();
   auto p = train::load_checkpoint_params(args.positional()[0], tc);
   if (!p) return fail(p.message());
   auto ds = train::Dataset::open(data, tc.n_vocab, heldout_mod);

@@ -20,7 +20,7 @@
 namespace dspark::tools {
 
 int verb_generate(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, prompt, prompt_file;
+  std::string model_spec = "gemma3-270m", cache, chat_template, prompt, prompt_file;
   int64_t n_predict = 128, threads = ThreadPool::default_threads(), n_ctx = 4096;
   SamplerFlags sf;
   bool chat = false, json = false, ignore_eos = false;
@@ -32,10 +32,10 @@ int verb_generate(int argc, char** argv) {
             "speeds go to stderr (or everything as one JSON object with --json). With a drafter the\n"
             "output is the same (temperature 0) or identically distributed (temperature > 0), and the\n"
             "speculative telemetry is reported too.");
-  add_model_flags(args, &model_spec, &cache);
+  add_model_flags(args, &model_spec, &cache, &chat_template);
   args.add("--prompt,-p", &prompt, "prompt text");
   args.add("--prompt-file,-f", &prompt_file, "read the prompt from a file");
-  args.add_flag("--chat", &chat, "wrap the prompt in the Gemma 3 chat template (one user turn)");
+  args.add_flag("--chat", &chat, "wrap the prompt in the model's chat template (one user turn)");
   args.add("--max-tokens,-n", &n_predict, "tokens to generate at most", 1, 1 << 20);
   add_sampler_flags(args, &sf);
   args.add_list("--stop", &stops, "stop string (repeatable); not included in the output");
@@ -66,9 +66,9 @@ int verb_generate(int argc, char** argv) {
     std::fprintf(stderr, "dspark generate: no prompt (use -p TEXT or -f FILE)\n");
     return kExitBadInput;
   }
-  auto lm = load_model(model_spec, cache);
+  auto lm = load_model(model_spec, cache, chat_template);
   if (!lm) { std::fprintf(stderr, "dspark generate: %s\n", lm.message().c_str()); return kExitBadInput; }
-  const model::Gemma3Config& cfg = lm->model->config();
+  const model::ModelConfig& cfg = lm->model->config();
   if (n_ctx > cfg.n_ctx_train) {
     std::fprintf(stderr, "dspark generate: --ctx %lld exceeds the model's training context %lld\n",
                  (long long)n_ctx, (long long)cfg.n_ctx_train);
@@ -77,7 +77,7 @@ int verb_generate(int argc, char** argv) {
 
   std::vector<int32_t> ids;
   if (chat) {
-    auto text = tokenizer::render_gemma3_chat({{"user", prompt}}, /*add_generation_prompt=*/true, /*include_bos=*/false);
+    auto text = tokenizer::render_chat(lm->chat, {{"user", prompt}}, /*add_generation_prompt=*/true, /*include_bos=*/false);
     if (!text) { std::fprintf(stderr, "dspark generate: %s\n", text.message().c_str()); return kExitBadInput; }
     ids = lm->tok->encode(*text, /*add_special=*/true, /*parse_special=*/true);
   } else {

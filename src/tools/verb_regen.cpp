@@ -58,19 +58,19 @@ Status write_json_atomic(const fs::path& path, const nlohmann::json& j) {
 }  // namespace
 
 int verb_regen(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, prompts_path, eval_path, out_dir, taps_s = "1,4,7,10,13,16";
+  std::string model_spec = "gemma3-270m", cache, chat_template, prompts_path, eval_path, out_dir, taps_s = "1,4,7,10,13,16";
   int64_t top_k = 32, max_new = 256, batch = 32, seed = 1, max_prompt = 768, n_prompts = 0, shard_size = 64;
   int64_t threads = ThreadPool::default_threads();
   double share = 0.25, temp = 0.7;
   bool json = false;
   Args args("dspark regen --prompts TRAIN.jsonl --out DIR [--taps 1,4,7,10,13,16] [--top-k 32] [--batch 32]",
-            "The target answers each training prompt (Gemma 3 chat template, first turn): greedy, or sampled\n"
+            "The target answers each training prompt (the model's chat template, first turn): greedy, or sampled\n"
             "at --temp for a --sampled-share of prompts (chosen by prompt index, reproducible). Writes\n"
             "DIR/shard-NNNNN.safetensors (tokens, tapped residual rows as bf16, target top-k next-token\n"
             "distributions) and DIR/manifest.json. Kill it any time: a rerun with the same flags verifies\n"
             "finished shards and continues. Refuses prompts that repeat an evaluation prompt\n"
             "(--eval-prompts, default: spec_bench_dev.jsonl beside the training file, else data/spec_bench_dev.jsonl).");
-  add_model_flags(args, &model_spec, &cache);
+  add_model_flags(args, &model_spec, &cache, &chat_template);
   args.add("--prompts", &prompts_path, "training prompts JSONL (required)");
   args.add("--eval-prompts", &eval_path, "evaluation prompts that must not overlap");
   args.add("--out,-o", &out_dir, "output folder (required)");
@@ -147,9 +147,9 @@ int verb_regen(int argc, char** argv) {
   }
   if (n_prompts > 0 && (size_t)n_prompts < train->size()) train->resize((size_t)n_prompts);
 
-  auto lm = load_model(model_spec, cache);
+  auto lm = load_model(model_spec, cache, chat_template);
   if (!lm) return fail(lm.message());
-  const model::Gemma3Config& mc = lm->model->config();
+  const model::ModelConfig& mc = lm->model->config();
   for (int t : *taps)
     if (t < model::kTapEmbedding || t >= mc.n_layer - 1)
       return fail("--taps: layer " + std::to_string(t) + " out of range (-1 .. " + std::to_string(mc.n_layer - 2) +
@@ -157,12 +157,15 @@ int verb_regen(int argc, char** argv) {
   for (size_t i = 1; i < taps->size(); ++i)
     if ((*taps)[i] <= (*taps)[i - 1]) return fail("--taps must be strictly increasing");
 
-  // Settings that define the data; a rerun must repeat them exactly.
+  // Settings that define the data; a rerun must repeat them exactly. (Gemma's template is recorded
+  // as "gemma3", the name data made before other templates existed carries.)
+  const std::string chat_setting =
+      lm->chat.family == tokenizer::ChatFamily::kGemma ? "gemma3" : tokenizer::chat_family_name(lm->chat.family);
   nlohmann::json settings = {{"model", fs::path(lm->path).filename().string()},
                              {"prompts", fs::path(prompts_path).filename().string()},
                              {"n_prompts", (int64_t)train->size()}, {"taps", *taps}, {"top_k", top_k},
                              {"max_new", max_new}, {"max_prompt_tokens", max_prompt}, {"sampled_share", share},
-                             {"temp", temp}, {"seed", seed}, {"shard_size", shard_size}, {"chat_template", "gemma3"}};
+                             {"temp", temp}, {"seed", seed}, {"shard_size", shard_size}, {"chat_template", chat_setting}};
   // A replay must use the ids of a run with the same prompts and generation settings.
   train::IdsFile ids;
   if (!from_ids.empty()) {
@@ -207,7 +210,7 @@ int verb_regen(int argc, char** argv) {
   std::vector<train::RegenJob> jobs;
   int64_t skipped = 0;
   for (const auto& p : *train) {
-    auto text = tokenizer::render_gemma3_chat({{"user", p.text}}, true, false);
+    auto text = tokenizer::render_chat(lm->chat, {{"user", p.text}}, true, false);
     if (!text) return fail(prompts_path + ":" + std::to_string(p.line + 1) + ": " + text.message());
     train::RegenJob j;
     j.prompt_index = p.line;

@@ -128,7 +128,7 @@ int verb_sensitivity(int argc, char** argv) {
 
   auto lm = load_model(model_spec, cache);
   if (!lm) return fail(lm.message());
-  const model::Gemma3Config& tc = lm->model->config();
+  const model::ModelConfig& tc = lm->model->config();
   auto p = train::load_checkpoint_params(dir, tc);
   if (!p) return fail(p.message());
   auto ds = train::Dataset::open(calib, tc.n_vocab, heldout_mod);

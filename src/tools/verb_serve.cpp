@@ -87,7 +87,7 @@ std::string model_id(const std::string& spec, const std::string& path) {
 }  // namespace
 
 int verb_serve(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, host = "127.0.0.1", api_key, cors;
+  std::string model_spec = "gemma3-270m", cache, chat_template, host = "127.0.0.1", api_key, cors;
   SpecFlags spec_flags;
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
   int64_t max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
@@ -100,7 +100,7 @@ int verb_serve(int argc, char** argv) {
             "and a chat page at /. Every slot decodes speculatively with its own drafter (default: the\n"
             "model's shipped DSpark drafter, else n-gram); answers equal serial decoding at temperature 0.\n"
             "See docs/SERVE.md.");
-  add_model_flags(args, &model_spec, &cache);
+  add_model_flags(args, &model_spec, &cache, &chat_template);
   add_spec_flags(args, &spec_flags);
   args.add("--host", &host, "address to listen on (default: localhost only)");
   args.add("--port", &port, "TCP port (0: any free port, printed at start)", 0, 65535);
@@ -138,9 +138,9 @@ int verb_serve(int argc, char** argv) {
   auto cors_origins = parse_origins(cors);
   if (!cors_origins) { std::fprintf(stderr, "dspark serve: %s\n", cors_origins.message().c_str()); return kExitBadInput; }
 
-  auto lm = load_model(model_spec, cache);
+  auto lm = load_model(model_spec, cache, chat_template);
   if (!lm) { std::fprintf(stderr, "dspark serve: %s\n", lm.message().c_str()); return kExitBadInput; }
-  const model::Gemma3Config& cfg = lm->model->config();
+  const model::ModelConfig& cfg = lm->model->config();
   if (n_ctx > cfg.n_ctx_train) {
     std::fprintf(stderr, "dspark serve: --ctx %lld exceeds the model's training context %lld\n", (long long)n_ctx,
                  (long long)cfg.n_ctx_train);
@@ -220,7 +220,8 @@ int verb_serve(int argc, char** argv) {
                             .default_max_tokens = default_max_tokens,
                             .has_drafter = !dinfo.kind.empty(),
                             .default_gamma = dinfo.gamma,
-                            .max_gamma = max_gamma};
+                            .max_gamma = max_gamma,
+                            .chat = lm->chat};
   serve::HttpOptions hopt{.host = host,
                           .port = (int)port,
                           .api_key = api_key,

@@ -14,13 +14,13 @@
 namespace dspark::tools {
 
 int verb_tokenize(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, prompt, prompt_file, detok;
+  std::string model_spec = "gemma3-270m", cache, chat_template, prompt, prompt_file, detok;
   bool json = false, ids_only = false, no_special = false, no_parse_special = false, chat = false;
   Args args("dspark tokenize --model M (-p TEXT | -f FILE | --detokenize IDS) [--ids] [--json]",
             "Tokenize a text with the model's tokenizer: one line per token (id, piece), --ids for the id\n"
             "list only, --json for {tokens, pieces, n_tokens}. --detokenize turns ids (comma- or\n"
             "space-separated) back into text. The server's /tokenize and /detokenize routes do the same.");
-  add_model_flags(args, &model_spec, &cache);
+  add_model_flags(args, &model_spec, &cache, &chat_template);
   args.add("--prompt,-p", &prompt, "text to tokenize");
   args.add("--prompt-file,-f", &prompt_file, "read the text from a file");
   args.add("--detokenize", &detok, "token ids to turn back into text (e.g. \"2,651,6037\")");
@@ -44,7 +44,7 @@ int verb_tokenize(int argc, char** argv) {
     if (!in) { std::fprintf(stderr, "dspark tokenize: cannot read %s\n", prompt_file.c_str()); return kExitBadInput; }
     prompt.assign(std::istreambuf_iterator<char>(in), {});
   }
-  auto lm = load_model(model_spec, cache);
+  auto lm = load_model(model_spec, cache, chat_template);
   if (!lm) { std::fprintf(stderr, "dspark tokenize: %s\n", lm.message().c_str()); return kExitBadInput; }
   const auto& tok = *lm->tok;
 
@@ -77,7 +77,7 @@ int verb_tokenize(int argc, char** argv) {
   std::string text = prompt;
   bool parse_special = !no_parse_special;
   if (chat) {
-    auto t = tokenizer::render_gemma3_chat({{"user", prompt}}, /*add_generation_prompt=*/true, /*include_bos=*/false);
+    auto t = tokenizer::render_chat(lm->chat, {{"user", prompt}}, /*add_generation_prompt=*/true, /*include_bos=*/false);
     if (!t) { std::fprintf(stderr, "dspark tokenize: %s\n", t.message().c_str()); return kExitBadInput; }
     text = *t;
     parse_special = true;

@@ -79,7 +79,7 @@ int verb_train_drafter(int argc, char** argv) {
   if (!taps) return fail(taps.message());
   auto lm = load_model(model_spec, cache);
   if (!lm) return fail(lm.message());
-  const model::Gemma3Config& tc = lm->model->config();
+  const model::ModelConfig& tc = lm->model->config();
   for (size_t i = 0; i < taps->size(); ++i)
     if ((*taps)[i] < -1 || (*taps)[i] >= tc.n_layer - 1 || (i && (*taps)[i] <= (*taps)[i - 1]))
       return fail("--taps: layer ids must be strictly increasing in -1 .. " + std::to_string(tc.n_layer - 2) +

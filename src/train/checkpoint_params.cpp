@@ -10,7 +10,7 @@
 
 namespace dspark::train {
 
-Result<DraftParams> load_checkpoint_params(const std::string& dir, const model::Gemma3Config& tc) {
+Result<DraftParams> load_checkpoint_params(const std::string& dir, const model::ModelConfig& tc) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   auto cfg = net::read_dspark_config(cfg_path);

@@ -13,6 +13,6 @@
 namespace dspark::train {
 
 // dir/config.json + dir/model.safetensors (bf16 / f16 / f32 weights, d2t I32 or I64) for target `tc`.
-Result<DraftParams> load_checkpoint_params(const std::string& dir, const model::Gemma3Config& tc);
+Result<DraftParams> load_checkpoint_params(const std::string& dir, const model::ModelConfig& tc);
 
 }  // namespace dspark::train

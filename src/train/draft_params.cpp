@@ -106,7 +106,7 @@ Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_la
       {"draft_vocab_size", (int64_t)d2t.size()},
       {"rope_parameters", {{"full_attention", {{"rope_type", "proportional"}, {"rope_theta", 1e6}, {"partial_rotary_factor", 0.25}}}}},
       {"layer_types", layer_types}, {"tie_word_embeddings", false}, {"enable_moe_block", false},
-      {"hidden_size_per_layer_input", 0}, {"target_model_type", "gemma3"}, {"target_text_model_type", "gemma3_text"},
+      {"hidden_size_per_layer_input", 0}, {"target_model_type", arch.target_type}, {"target_text_model_type", arch.target_type + "_text"},
       {"torch_dtype", "bfloat16"}};
   if (arch.lookup_max_ngram > 0) {
     if (arch.lookup_min_ngram < 1 || arch.lookup_min_ngram > arch.lookup_max_ngram || arch.lookup_max_ngram > 16)

@@ -42,6 +42,7 @@ struct DraftArch {
   int64_t intermediate = 0;  // 0 = the target's
   int lookup_max_ngram = 0;  // > 0: prompt-lookup guesses as block inputs (config extension E6)
   int lookup_min_ngram = 1;
+  std::string target_type = "gemma3";  // the target's general.architecture (config.json target_model_type)
 };
 
 // Initialisation choices that are not architecture (the defaults are the original DeepSpec-like

@@ -84,11 +84,11 @@ void append_taps(const model::Session& s, size_t n_taps, int64_t n_embd, int64_t
 
 }  // namespace
 
-Status regenerate(const model::Gemma3Model& model, const tokenizer::SpmTokenizer& tok, const RegenConfig& cfg,
+Status regenerate(const model::Model& model, const tokenizer::Tokenizer& tok, const RegenConfig& cfg,
                   std::span<const RegenJob> jobs, ThreadPool* pool,
                   const std::function<Status(RegenSeq&&)>& on_done,
                   const std::function<void(const RegenCounters&)>& on_step) {
-  const model::Gemma3Config& mc = model.config();
+  const model::ModelConfig& mc = model.config();
   const int64_t n_embd = mc.n_embd, n_vocab = mc.n_vocab;
   const size_t n_taps = cfg.tap_ids.size();
   if (cfg.top_k < 1 || cfg.top_k > n_vocab) return Status::error("regen: top_k out of range");

@@ -1,5 +1,5 @@
 // Batched regeneration: the target answers training prompts with several sequences decoded in one
-// forward (Gemma3Model::forward_multi: weights read once per step), recording for every position
+// forward (Model::forward_multi: weights read once per step), recording for every position
 // the tapped residual rows and the target's temperature-1 next-token distribution (top-k).
 // The taps come from the same forward the server runs, so training sees exactly serving's hiddens.
 #pragma once
@@ -11,8 +11,8 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "model/gemma3.h"
-#include "tokenizer/spm.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
 #include "train/shard.h"
 
 namespace dspark::train {
@@ -43,7 +43,7 @@ struct RegenCounters {
 // Runs every job and hands each finished sequence to on_done (in completion order, which is not
 // job order). on_done may return an error to stop the run. on_step is called after every decode
 // step with the running counters (progress).
-Status regenerate(const model::Gemma3Model& model, const tokenizer::SpmTokenizer& tok, const RegenConfig& cfg,
+Status regenerate(const model::Model& model, const tokenizer::Tokenizer& tok, const RegenConfig& cfg,
                   std::span<const RegenJob> jobs, ThreadPool* pool,
                   const std::function<Status(RegenSeq&&)>& on_done,
                   const std::function<void(const RegenCounters&)>& on_step);

@@ -119,9 +119,9 @@ Result<IdsFile> read_ids_file(const std::string& path, int64_t n_vocab) {
   return out;
 }
 
-Status replay_sequences(const model::Gemma3Model& model, const RegenConfig& cfg, std::span<const IdsSeq> seqs,
+Status replay_sequences(const model::Model& model, const RegenConfig& cfg, std::span<const IdsSeq> seqs,
                         ThreadPool* pool, const std::function<Status(RegenSeq&&)>& on_done) {
-  const model::Gemma3Config& mc = model.config();
+  const model::ModelConfig& mc = model.config();
   const int64_t H = mc.n_embd, V = mc.n_vocab;
   const size_t n_taps = cfg.tap_ids.size();
   int64_t max_len = 2;

@@ -20,7 +20,7 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "model/gemma3.h"
+#include "model/model.h"
 #include "train/regen.h"
 #include "train/shard.h"
 
@@ -51,7 +51,7 @@ Result<IdsFile> read_ids_file(const std::string& path, int64_t n_vocab);
 // Rebuilds regen sequences from known tokens: per sequence one teacher-forced forward over
 // tokens[0 .. len-2] records the tap rows of every position (the last row zero, as regen writes it)
 // and the temperature-1 top-k distribution of positions prompt_len-1 .. len-2.
-Status replay_sequences(const model::Gemma3Model& model, const RegenConfig& cfg, std::span<const IdsSeq> seqs,
+Status replay_sequences(const model::Model& model, const RegenConfig& cfg, std::span<const IdsSeq> seqs,
                         ThreadPool* pool, const std::function<Status(RegenSeq&&)>& on_done);
 
 }  // namespace dspark::train

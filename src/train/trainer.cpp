@@ -33,9 +33,12 @@ nlohmann::json heldout_json(const HeldoutResult& r) {
           {"accept_by_pos", by_pos}, {"drafter_ms_per_round", r.ms_per_round()}};
 }
 
-Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Gemma3Model& target, const Dataset& ds,
+Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Model& target, const Dataset& ds,
                                    ThreadPool* pool, const std::function<void(const nlohmann::json&)>& on_log) {
-  const model::Gemma3Config& tc = target.config();
+  const model::ModelConfig& tc = target.config();
+  if (!target.weights().tied_output)
+    return Status::error(target.file().path() + ": the target has a separate output.weight; DSpark training "
+                         "reads its LM head rows from token_embd and needs a tied LM head");
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) return Status::error(o.out_dir + ": " + ec.message());
@@ -72,7 +75,9 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Gemma3M
   } else if (o.norm_init != "unit") {
     return Status::error("norm init must be unit or target (got '" + o.norm_init + "')");
   }
-  auto pr = init_draft_params(o.arch, tc.n_layer, tc.n_embd, tc.n_head, tc.head_dim, tc.n_ff, tc.n_vocab,
+  DraftArch arch = o.arch;
+  arch.target_type = tc.arch;
+  auto pr = init_draft_params(arch, tc.n_layer, tc.n_embd, tc.n_head, tc.head_dim, tc.n_ff, tc.n_vocab,
                               /*mask_token_id=*/4, d2t, o.seed, init);
   if (!pr) return pr.status();
   DraftParams& p = pr.value();

@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "model/gemma3.h"
+#include "model/model.h"
 #include "train/dataset.h"
 #include "train/draft_params.h"
 #include "train/heldout_result.h"
@@ -54,7 +54,7 @@ struct TrainSummary {
 
 // Trains against `target` (its token table is the frozen embedding / LM head). on_log receives each
 // log record (for the progress display).
-Result<TrainSummary> train_drafter(const TrainerOptions& opt, const model::Gemma3Model& target, const Dataset& ds,
+Result<TrainSummary> train_drafter(const TrainerOptions& opt, const model::Model& target, const Dataset& ds,
                                    ThreadPool* pool, const std::function<void(const nlohmann::json&)>& on_log);
 
 // The held-out evaluation record (acceptance by position, tau, ms per round) as JSON.

@@ -144,5 +144,17 @@ else
   echo "skip model cases: no model path given"
 fi
 
+# The second target (SmolLM2-135M-Instruct, $DSPARK_SMOLLM2_MODEL): a drafter trained for the other
+# target and an unknown chat template are refused at start-up.
+smol="${DSPARK_SMOLLM2_MODEL:-}"
+if [ -n "$smol" ] && [ -f "$smol" ]; then
+  drafters="$(cd "$(dirname "$0")/../.." && pwd)/drafters/gemma3-270m"
+  expect_bad "serve: a drafter trained for another target" serve -m "$smol" --draft-model "$drafters"
+  expect_bad "generate: a drafter trained for another target" generate -m "$smol" --draft-model "$drafters" -p hi
+  expect_bad "generate: unknown chat template" generate -m "$smol" --chat-template vicuna --chat -p hi
+else
+  echo "skip SmolLM2 cases: DSPARK_SMOLLM2_MODEL not set"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

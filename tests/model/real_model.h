@@ -16,16 +16,25 @@
 
 namespace dspark::testing {
 
+// The model named by environment variable `env`, loaded once; nullptr when the variable is unset.
+inline std::unique_ptr<tools::LoadedModel> load_env_model(const char* env) {
+  std::unique_ptr<tools::LoadedModel> out;
+  const char* path = std::getenv(env);
+  if (!path || !*path) return out;
+  auto r = tools::load_model(path, "");
+  if (r.is_ok()) out = std::make_unique<tools::LoadedModel>(std::move(r).value());
+  else ADD_FAILURE() << env << "=" << path << " does not load: " << r.message();
+  return out;
+}
+
 inline tools::LoadedModel* real_model() {
-  static std::unique_ptr<tools::LoadedModel> lm = [] {
-    std::unique_ptr<tools::LoadedModel> out;
-    const char* path = std::getenv("DSPARK_MODEL");
-    if (!path || !*path) return out;
-    auto r = tools::load_model(path, "");
-    if (r.is_ok()) out = std::make_unique<tools::LoadedModel>(std::move(r).value());
-    else ADD_FAILURE() << "DSPARK_MODEL=" << path << " does not load: " << r.message();
-    return out;
-  }();
+  static std::unique_ptr<tools::LoadedModel> lm = load_env_model("DSPARK_MODEL");
+  return lm.get();
+}
+
+// The second target, SmolLM2-135M-Instruct Q4_1 ($DSPARK_SMOLLM2_MODEL; scripts/test.sh sets it).
+inline tools::LoadedModel* real_smollm2() {
+  static std::unique_ptr<tools::LoadedModel> lm = load_env_model("DSPARK_SMOLLM2_MODEL");
   return lm.get();
 }
 
@@ -38,6 +47,11 @@ inline ThreadPool& test_pool() {
   if (::dspark::testing::real_model() == nullptr)                                         \
   GTEST_SKIP() << "set DSPARK_MODEL to the Gemma 3 270M Q4_K_M GGUF (scripts/test.sh does)"
 
+#define DSPARK_REQUIRE_SMOLLM2()                                                          \
+  if (::dspark::testing::real_smollm2() == nullptr)                                       \
+  GTEST_SKIP() << "set DSPARK_SMOLLM2_MODEL to the SmolLM2-135M-Instruct Q4_1 GGUF (scripts/test.sh does)"
+
+// Goldens of the default model live in tests/goldens/, those of other models in tests/goldens/<model>/.
 inline std::string golden_path(const std::string& name) { return std::string(DSPARK_SOURCE_DIR) + "/tests/goldens/" + name; }
 
 inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {

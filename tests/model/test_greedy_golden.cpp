@@ -15,12 +15,12 @@ constexpr double kMinIdenticalFraction = 0.40;
 // A divergence is acceptable only where llama.cpp itself nearly tied (measured: largest 0.49).
 constexpr double kMaxDivergenceMargin = 1.0;
 
-TEST(GreedyGolden, ContinuationsMatchLlamaCpp) {
-  DSPARK_REQUIRE_REAL_MODEL();
-  const auto rows = read_jsonl(golden_path("greedy.jsonl"));
-  ASSERT_GE(rows.size(), 32u);
-  const auto& model = *real_model()->model;
-  const auto& tok = *real_model()->tok;
+// dir: "" for the default model's goldens, "smollm2/" for tests/goldens/smollm2/.
+void check_greedy(const tools::LoadedModel& lm, const std::string& dir, double min_identical, double max_margin) {
+  const auto rows = read_jsonl(golden_path(dir + "greedy.jsonl"));
+  ASSERT_GE(rows.size(), 32u) << "tests/goldens/" << dir << "greedy.jsonl";
+  const auto& model = *lm.model;
+  const auto& tok = *lm.tok;
   const int64_t n_vocab = model.config().n_vocab;
   model::Session s(model, {.n_ctx = 2048, .max_batch = 512}, &test_pool());
   int identical = 0;
@@ -46,10 +46,26 @@ TEST(GreedyGolden, ContinuationsMatchLlamaCpp) {
     const double margin = i < margins.size() ? margins[i] : 1e9;
     std::printf("greedy divergence: question %d at position %zu: llama.cpp %d, dspark %d, llama.cpp top-2 margin %.4f\n",
                 r["question_id"].get<int>(), i, i < want.size() ? want[i] : -1, i < got.size() ? got[i] : -1, margin);
-    EXPECT_LT(margin, kMaxDivergenceMargin) << "question " << r["question_id"] << " diverges where llama.cpp was sure";
+    EXPECT_LT(margin, max_margin) << "question " << r["question_id"] << " diverges where llama.cpp was sure";
   }
   std::printf("greedy golden: %d / %zu prompts identical\n", identical, rows.size());
-  EXPECT_GE((double)identical / rows.size(), kMinIdenticalFraction);
+  EXPECT_GE((double)identical / rows.size(), min_identical);
+}
+
+// SmolLM2: llama.cpp against its own goldens with the prompt fed token by token reproduces only
+// 7/32 continuations (scripts/llama_noise_floor.py --goldens smollm2 --greedy, 2026-12-02); we
+// measure 9/32 with every divergence at a llama.cpp top-2 margin <= 0.37. 0.15 is below the floor.
+constexpr double kSmolMinIdenticalFraction = 0.15;
+
+TEST(GreedyGolden, ContinuationsMatchLlamaCpp) {
+  DSPARK_REQUIRE_REAL_MODEL();
+  check_greedy(*real_model(), "", kMinIdenticalFraction, kMaxDivergenceMargin);
+}
+
+// SmolLM2-135M-Instruct Q4_1 (tests/goldens/smollm2/greedy.jsonl).
+TEST(GreedyGolden, Smollm2ContinuationsMatchLlamaCpp) {
+  DSPARK_REQUIRE_SMOLLM2();
+  check_greedy(*real_smollm2(), "smollm2/", kSmolMinIdenticalFraction, kMaxDivergenceMargin);
 }
 
 }  // namespace

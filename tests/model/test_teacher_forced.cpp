@@ -24,6 +24,13 @@ constexpr double kMinStableTop1Agreement = 0.999;
 // argmax there is expected from rounding differences and counted separately.
 constexpr double kNearTieMargin = 0.05;
 
+// SmolLM2 bounds. llama.cpp against itself (batch 512 vs token by token, 512 positions,
+// scripts/llama_noise_floor.py --goldens smollm2): top-1 0.9746, mean KL 0.00319. We measure
+// (2026-12-02, 4,188 positions) top-1 0.9553, mean KL 0.00288, and 1.0000 where llama.cpp's
+// margin >= 1. The same bars as Gemma's keep a margin below both.
+constexpr double kSmolMaxMeanKl = 0.01;
+constexpr double kSmolMinTop1Agreement = 0.93;
+
 struct TeacherForced {
   uint32_t n_seq = 0, top_k = 0, n_pos = 0, n_vocab = 0;
   std::vector<uint32_t> seq_len;
@@ -31,9 +38,11 @@ struct TeacherForced {
   std::vector<float> top_lp, margin;
 };
 
-bool read_golden(TeacherForced* g) {
-  std::ifstream in(golden_path("teacher_forced.bin"), std::ios::binary);
-  const auto meta = nlohmann::json::parse(std::ifstream(golden_path("teacher_forced.json")));
+// dir: "" for the default model's goldens, "smollm2/" for tests/goldens/smollm2/.
+bool read_golden(const std::string& dir, TeacherForced* g) {
+  std::ifstream in(golden_path(dir + "teacher_forced.bin"), std::ios::binary);
+  if (!in) return false;
+  const auto meta = nlohmann::json::parse(std::ifstream(golden_path(dir + "teacher_forced.json")));
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (bytes.size() < 24 || std::memcmp(bytes.data(), "DSTF", 4) != 0) return false;
   auto u32 = [&](size_t off) { uint32_t v; std::memcpy(&v, bytes.data() + off, 4); return v; };
@@ -53,11 +62,14 @@ bool read_golden(TeacherForced* g) {
   return g->tokens.size() == g->n_pos && g->top_ids.size() == (size_t)g->n_pos * g->top_k;
 }
 
-TEST(TeacherForcedGolden, Top1AgreementAndKlVsLlamaCpp) {
-  DSPARK_REQUIRE_REAL_MODEL();
+struct TfBounds {
+  double max_mean_kl, min_top1, min_stable_top1;
+};
+
+void check_teacher_forced(const tools::LoadedModel& lm, const std::string& dir, const TfBounds& b) {
   TeacherForced g;
-  ASSERT_TRUE(read_golden(&g)) << "cannot read tests/goldens/teacher_forced.bin";
-  const auto& model = *real_model()->model;
+  ASSERT_TRUE(read_golden(dir, &g)) << "cannot read tests/goldens/" << dir << "teacher_forced.bin";
+  const auto& model = *lm.model;
   const int64_t n_vocab = model.config().n_vocab;
   ASSERT_EQ(g.n_vocab, (uint32_t)n_vocab);
   constexpr int64_t kChunk = 64;  // all-position logits for 64 rows = 64 MiB
@@ -120,9 +132,21 @@ TEST(TeacherForcedGolden, Top1AgreementAndKlVsLlamaCpp) {
               (long long)n, top1, (long long)flips_near_tie, kNearTieMargin, (long long)flips_clear, mean_kl, kl_max,
               kStableMargin, top1_stable, (long long)n_stable);
   EXPECT_GE(n, 4000);
-  EXPECT_GE(top1, kMinTop1Agreement);
-  EXPECT_LE(mean_kl, kMaxMeanKl);
-  EXPECT_GE(top1_stable, kMinStableTop1Agreement);
+  EXPECT_GE(top1, b.min_top1);
+  EXPECT_LE(mean_kl, b.max_mean_kl);
+  EXPECT_GE(top1_stable, b.min_stable_top1);
+}
+
+TEST(TeacherForcedGolden, Top1AgreementAndKlVsLlamaCpp) {
+  DSPARK_REQUIRE_REAL_MODEL();
+  check_teacher_forced(*real_model(), "", {kMaxMeanKl, kMinTop1Agreement, kMinStableTop1Agreement});
+}
+
+// SmolLM2-135M-Instruct Q4_1 (tests/goldens/smollm2/). Bounds from its own noise floor
+// (scripts/llama_noise_floor.py --goldens smollm2), see docs/TESTING.md.
+TEST(TeacherForcedGolden, Smollm2Top1AgreementAndKlVsLlamaCpp) {
+  DSPARK_REQUIRE_SMOLLM2();
+  check_teacher_forced(*real_smollm2(), "smollm2/", {kSmolMaxMeanKl, kSmolMinTop1Agreement, kMinStableTop1Agreement});
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "model/gemma3.h"
+#include "model/model.h"
 #include "tiny_gemma3.h"
 
 namespace dspark {
@@ -26,7 +26,7 @@ class TinyModel : public ::testing::Test {
   void SetUp() override {
     path_ = (std::filesystem::temp_directory_path() / ("tiny_gemma3_" + std::to_string(getpid()) + ".gguf")).string();
     ASSERT_TRUE(tiny_.write(path_).is_ok());
-    auto m = model::Gemma3Model::load(path_);
+    auto m = model::load_model(path_);
     ASSERT_TRUE(m.is_ok()) << m.message();
     model_ = std::move(m).value();
   }
@@ -41,7 +41,7 @@ class TinyModel : public ::testing::Test {
 
   testing::TinyGemma3 tiny_{42};
   std::string path_;
-  std::unique_ptr<model::Gemma3Model> model_;
+  std::unique_ptr<model::Model> model_;
   ThreadPool pool_{2};
 };
 
@@ -175,12 +175,13 @@ TEST_F(TinyModel, ErrorsInsteadOfAborts) {
 }
 
 TEST_F(TinyModel, WrongArchitectureIsRefused) {
-  const std::string p = path_ + ".llama";
-  ASSERT_TRUE(tiny_.write(p, "llama").is_ok());
-  auto m = model::Gemma3Model::load(p);
+  const std::string p = path_ + ".mamba";
+  ASSERT_TRUE(tiny_.write(p, "mamba").is_ok());
+  auto m = model::load_model(p);
   std::filesystem::remove(p);
   ASSERT_FALSE(m.is_ok());
   EXPECT_NE(m.message().find("general.architecture"), std::string::npos);
+  EXPECT_NE(m.message().find("supported: gemma3, llama"), std::string::npos) << m.message();
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   fs::create_directories(tmp);
   const testing::TinyGemma3 t(3);
   ASSERT_TRUE(t.write((tmp / "target.gguf").string()).is_ok());
-  auto target = model::Gemma3Model::load((tmp / "target.gguf").string());
+  auto target = model::load_model((tmp / "target.gguf").string());
   ASSERT_TRUE(target.is_ok()) << target.message();
   const testing::TinyDrafterShape s = testing::paired_tiny_shape(t.n_embd, t.n_vocab, t.n_layer);
   const std::string src = (tmp / "drafter").string();

@@ -23,7 +23,7 @@ class ChatEncoding : public ::testing::Test {
     ASSERT_TRUE(file.is_ok()) << file.message();
     auto tok = tokenizer::load_tokenizer(*file);
     ASSERT_TRUE(tok.is_ok()) << tok.message();
-    tok_ = std::make_unique<tokenizer::SpmTokenizer>(std::move(tok).value());
+    tok_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok).value());
   }
   void SetUp() override {
     if (!tok_) GTEST_SKIP() << "DSPARK_MODEL is not set (path to gemma-3-270m GGUF)";
@@ -35,7 +35,7 @@ class ChatEncoding : public ::testing::Test {
     *whole = tok_->encode(*text, /*add_special=*/true, /*parse_special=*/true);
     return encode_chat(*tok_, *text, spans);
   }
-  static inline std::unique_ptr<tokenizer::SpmTokenizer> tok_;
+  static inline std::unique_ptr<tokenizer::Tokenizer> tok_;
 };
 
 TEST_F(ChatEncoding, BenignConversationsEncodeAsTheWholeTemplate) {

@@ -24,7 +24,7 @@ class SchedulerTiny : public ::testing::Test {
   void SetUp() override {
     path_ = (std::filesystem::temp_directory_path() / ("sched_tiny_" + std::to_string(getpid()) + ".gguf")).string();
     ASSERT_TRUE(dspark::testing::TinyGemma3(31, kVocab).write(path_).is_ok());
-    model_ = std::move(model::Gemma3Model::load(path_)).value();
+    model_ = std::move(model::load_model(path_)).value();
     tok_ = tokenizer::testing::make_padded_tiny_tokenizer(kVocab);
   }
   void TearDown() override { std::filesystem::remove(path_); }
@@ -64,8 +64,8 @@ class SchedulerTiny : public ::testing::Test {
   }
 
   std::string path_;
-  std::unique_ptr<model::Gemma3Model> model_;
-  std::unique_ptr<tokenizer::SpmTokenizer> tok_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
   ThreadPool pool_{2};
   ThreadPool serial_pool_{1};
   Metrics metrics_;

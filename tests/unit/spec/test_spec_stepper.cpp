@@ -24,7 +24,7 @@ class StepperTiny : public ::testing::Test {
   void SetUp() override {
     path_ = (std::filesystem::temp_directory_path() / ("stepper_tiny_" + std::to_string(getpid()) + ".gguf")).string();
     ASSERT_TRUE(testing::TinyGemma3(21, kVocab).write(path_).is_ok());
-    model_ = std::move(model::Gemma3Model::load(path_)).value();
+    model_ = std::move(model::load_model(path_)).value();
     tok_ = tokenizer::testing::make_padded_tiny_tokenizer(kVocab);
   }
   void TearDown() override { std::filesystem::remove(path_); }
@@ -54,8 +54,8 @@ class StepperTiny : public ::testing::Test {
   }
 
   std::string path_;
-  std::unique_ptr<model::Gemma3Model> model_;
-  std::unique_ptr<tokenizer::SpmTokenizer> tok_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
   ThreadPool pool_{2};
 };
 
@@ -184,7 +184,7 @@ TEST_F(StepperTiny, DrafterTapsFromAReusedPrefixEqualAFreshPrefill) {
 }
 
 TEST(KvCacheRing, MinRestorableLength) {
-  model::Gemma3Config c;
+  model::ModelConfig c;
   c.n_layer = 6;
   c.n_head_kv = 1;
   c.head_dim = 16;

@@ -32,8 +32,8 @@ class SpecTiny : public ::testing::Test {
   void SetUp() override {
     target_path_ = write(testing::TinyGemma3(11, kVocab), "t");
     draft_path_ = write(testing::TinyGemma3(12, kVocab), "d");
-    target_ = std::move(model::Gemma3Model::load(target_path_)).value();
-    other_ = std::move(model::Gemma3Model::load(draft_path_)).value();
+    target_ = std::move(model::load_model(target_path_)).value();
+    other_ = std::move(model::load_model(draft_path_)).value();
     tok_ = tokenizer::testing::make_padded_tiny_tokenizer(kVocab);
   }
   void TearDown() override {
@@ -50,8 +50,8 @@ class SpecTiny : public ::testing::Test {
   }
 
   std::string target_path_, draft_path_;
-  std::unique_ptr<model::Gemma3Model> target_, other_;
-  std::unique_ptr<tokenizer::SpmTokenizer> tok_;
+  std::unique_ptr<model::Model> target_, other_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
   ThreadPool pool_{2};
 };
 
@@ -91,14 +91,14 @@ TEST_F(SpecTiny, DraftModelVocabularyMustMatch) {
     v.scores.push_back(0);
     v.types.push_back((int32_t)tokenizer::TokenType::kNormal);
   }
-  auto other = std::move(tokenizer::SpmTokenizer::create(v)).value();
+  tokenizer::Tokenizer other = std::move(tokenizer::SpmTokenizer::create(v)).value();
   const Status st = spec::check_same_vocab(*tok_, other);
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("token 290"), std::string::npos) << st.message();
   v.tokens.pop_back();
   v.scores.pop_back();
   v.types.pop_back();
-  auto shorter = std::move(tokenizer::SpmTokenizer::create(v)).value();
+  tokenizer::Tokenizer shorter = std::move(tokenizer::SpmTokenizer::create(v)).value();
   EXPECT_NE(spec::check_same_vocab(*tok_, shorter).message().find("tokens"), std::string::npos);
 }
 

@@ -77,4 +77,60 @@ TEST(ChatTemplate, RoleErrorsNameTheMessage) {
 }
 
 }  // namespace
+
+// SmolLM2-135M-Instruct's tokenizer.chat_template, verbatim from its GGUF.
+const std::string kSmolLM2Template =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
+    "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+TEST(ChatTemplates, DetectsChatMLWithItsDefaultSystemTurn) {
+  auto t = detect_chat_template(kSmolLM2Template);
+  ASSERT_TRUE(t.is_ok()) << t.message();
+  EXPECT_EQ(t->family, ChatFamily::kChatML);
+  EXPECT_EQ(t->default_system, "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  std::vector<std::pair<size_t, size_t>> spans;
+  auto r = render_chat(*t, {{"user", " Hi there \n"}}, true, false, &spans);
+  ASSERT_TRUE(r.is_ok());
+  // What jinja2 renders for this template (the content is not trimmed).
+  EXPECT_EQ(*r,
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\n Hi there \n<|im_end|>\n<|im_start|>assistant\n");
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(r->substr(spans[0].first, spans[0].second - spans[0].first), " Hi there \n");
+  // A system message replaces the default one.
+  r = render_chat(*t, {{"system", "Be brief."}, {"user", "Q"}, {"assistant", "A"}, {"user", "Q2"}}, false, false);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(*r, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nA"
+                "<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n");
+}
+
+TEST(ChatTemplates, Llama3AndGemmaAndUnknown) {
+  auto l3 = detect_chat_template("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}"
+                                 "<|end_header_id|>\n\n{{ m['content'] | trim }}<|eot_id|>{% endfor %}");
+  ASSERT_TRUE(l3.is_ok());
+  EXPECT_EQ(l3->family, ChatFamily::kLlama3);
+  auto r = render_chat(*l3, {{"user", "  Hello "}}, true, false);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(*r, "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant"
+                "<|end_header_id|>\n\n");
+  auto g = detect_chat_template("{{ bos_token }}<start_of_turn>...");
+  ASSERT_TRUE(g.is_ok());
+  EXPECT_EQ(g->family, ChatFamily::kGemma);
+  r = render_chat(*g, {{"user", "Hello"}}, true, false);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(*r, "<start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n");
+
+  auto unknown = detect_chat_template("{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}");
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.message().find("--chat-template"), std::string::npos);
+  EXPECT_FALSE(chat_template_by_name("vicuna").is_ok());
+  ASSERT_TRUE(chat_template_by_name("chatml").is_ok());
+  EXPECT_EQ(chat_template_by_name("chatml")->default_system, "");
+  // Roles outside system/user/assistant are refused by the ChatML and Llama 3 renderers.
+  EXPECT_FALSE(render_chat(*l3, {{"tool", "x"}}, true, false).is_ok());
+  EXPECT_FALSE(render_chat(*chat_template_by_name("chatml"), {}, true, false).is_ok());
+}
+
 }  // namespace dspark::tokenizer

@@ -8,7 +8,7 @@
 
 #include "formats/gguf.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/spm.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace dspark::tokenizer {
@@ -29,12 +29,12 @@ class RealVocab : public ::testing::Test {
       load_error_ = file.message();
       return;
     }
-    Result<SpmTokenizer> tok = load_tokenizer(*file);
+    Result<Tokenizer> tok = load_tokenizer(*file);
     if (!tok) {
       load_error_ = tok.message();
       return;
     }
-    tok_ = std::make_unique<SpmTokenizer>(std::move(tok).value());
+    tok_ = std::make_unique<Tokenizer>(std::move(tok).value());
   }
   static void TearDownTestSuite() { tok_.reset(); }
 
@@ -43,12 +43,12 @@ class RealVocab : public ::testing::Test {
     ASSERT_NE(tok_, nullptr) << load_error_;
   }
 
-  static std::unique_ptr<SpmTokenizer> tok_;
+  static std::unique_ptr<Tokenizer> tok_;
   static std::string skip_reason_;
   static std::string load_error_;
 };
 
-std::unique_ptr<SpmTokenizer> RealVocab::tok_;
+std::unique_ptr<Tokenizer> RealVocab::tok_;
 std::string RealVocab::skip_reason_;
 std::string RealVocab::load_error_;
 

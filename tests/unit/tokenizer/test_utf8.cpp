@@ -41,7 +41,7 @@ TEST(Utf8, SanitizeReplacesMaximalSubparts) {
 
 class StreamTiny : public ::testing::Test {
  protected:
-  SpmTokenizer tok = testing::make_tiny_tokenizer();
+  Tokenizer tok = testing::make_tiny_tokenizer();
 };
 
 TEST_F(StreamTiny, TwoThreeAndFourByteCharactersSplitAcrossTokens) {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/spm.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
 
 namespace dspark::tokenizer::testing {
@@ -85,14 +85,14 @@ inline SpmTokenizer make_tiny_tokenizer() { return make_tiny_tokenizer(make_tiny
 
 // The tiny vocabulary (no merges) padded with plain pieces "w<i>" up to n_vocab ids, matching a tiny
 // model's vocabulary size (spec / serve tests).
-inline std::unique_ptr<SpmTokenizer> make_padded_tiny_tokenizer(int n_vocab) {
+inline std::unique_ptr<Tokenizer> make_padded_tiny_tokenizer(int n_vocab) {
   Vocab v = make_tiny_vocab({});
   for (int i = (int)v.tokens.size(); i < n_vocab; ++i) {
     v.tokens.push_back(std::string("w").append(std::to_string(i)));  // (GCC 12 -Wrestrict false positive on "w" + s)
     v.scores.push_back(0);
     v.types.push_back((int32_t)TokenType::kNormal);
   }
-  return std::make_unique<SpmTokenizer>(make_tiny_tokenizer(std::move(v)));
+  return std::make_unique<Tokenizer>(make_tiny_tokenizer(std::move(v)));
 }
 
 inline int32_t tiny_byte(unsigned char b) { return kTinyFirstByte + b; }

@@ -1,0 +1,25 @@
+// The architectures load_model() knows: one row per architecture, one file each (model/<arch>.cpp).
+// Adding an architecture = its file + a row in kArchitectures (model.cpp).
+#pragma once
+
+#include <memory>
+
+#include "core/status.h"
+#include "formats/gguf.h"
+
+namespace dspark::model {
+
+class Model;
+
+// Reads the config, binds the weights and builds the model; errors name the file and key/tensor.
+using ArchLoader = Result<std::unique_ptr<Model>> (*)(formats::GgufFile file);
+
+struct ArchEntry {
+  const char* name;  // general.architecture value
+  ArchLoader load;
+};
+
+Result<std::unique_ptr<Model>> load_gemma3(formats::GgufFile file);
+Result<std::unique_ptr<Model>> load_llama(formats::GgufFile file);
+
+}  // namespace dspark::model

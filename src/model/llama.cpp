@@ -1,0 +1,111 @@
+// Llama family (general.architecture "llama": Llama 2/3, SmolLM, Mistral-style dense models):
+// config, weights and layer graph, as llama.cpp builds it (llm_build_llama), without biases.
+//   x = embd[token]
+//   per layer: x += wo(attn(rope_norm(wq xn), rope_norm(wk xn), wv xn)),  xn = rms_norm(x) * attn_norm
+//              x += down(silu(gate(xn)) * up(xn)),                         xn = rms_norm(x) * ffn_norm
+//   logits = output(rms_norm(x) * output_norm)  (output tied to token_embd when absent)
+// RoPE "normal" pairing (adjacent dims), GQA with n_head / n_head_kv query heads per K/V head,
+// q scaled by 1/sqrt(head_dim) before the dot products (llama.cpp scales the scores; same value).
+#include "kernels/ops.h"
+#include "model/archs.h"
+#include "model/model.h"
+
+namespace dspark::model {
+
+namespace {
+
+using kernels::matmul;
+
+Result<ModelConfig> read_config(const formats::GgufFile& f) {
+  auto c = read_common_config(f, "llama");
+  if (!c) return c.status();
+  ConfigReader r(f, "llama");
+  if (r.has("expert_count")) return r.error("mixture-of-experts Llama models are not supported ('llama.expert_count')");
+  if (r.has("attention.sliding_window")) return r.error("sliding-window Llama models are not supported");
+  return c;
+}
+
+Result<ModelWeights> bind_weights(const formats::GgufFile& file, const ModelConfig& c) {
+  TensorBinder b(file);
+  ModelWeights w;
+  DSPARK_RETURN_IF_ERROR(bind_embeddings_and_head(b, c, &w));
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  w.layers.resize(c.n_layer);
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    for (const char* bias : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"})
+      if (b.has(p + bias)) return Status::error(file.path() + ": tensor '" + p + bias + "': attention biases are not supported");
+    LayerWeights& l = w.layers[il];
+    DSPARK_RETURN_IF_ERROR(b.vec(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "attn_q.weight", q_dim, c.n_embd, &l.wq));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "attn_k.weight", kv_dim, c.n_embd, &l.wk));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "attn_v.weight", kv_dim, c.n_embd, &l.wv));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "attn_output.weight", c.n_embd, q_dim, &l.wo));
+    DSPARK_RETURN_IF_ERROR(b.vec(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
+    DSPARK_RETURN_IF_ERROR(b.mat(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
+  }
+  w.total_bytes = b.total_bytes();
+  return w;
+}
+
+class LlamaModel final : public Model {
+ public:
+  LlamaModel(formats::GgufFile file, ModelConfig config, ModelWeights weights)
+      : Model(std::move(file), std::move(config), std::move(weights)) {}
+
+ private:
+  void forward_rows(ForwardScratch& w, int64_t n, const ForwardOptions& opt,
+                    std::span<const int64_t> last_rows) const override {
+    const ModelConfig& c = config();
+    const int64_t n_embd = c.n_embd, hd = c.head_dim, q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
+    float* x = w.x.data();    // [n, n_embd]
+    float* xn = w.xn.data();  // [n, n_embd]
+    embed(w, n);
+    if (!opt.taps.empty()) capture(w, n, opt, kTapEmbedding, x);
+
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      const LayerWeights& L = weights().layers[il];
+      // Attention block.
+      kernels::rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
+      matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);     // [n, n_head * hd]
+      matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);    // [n, kv_dim]
+      matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);    // [n, kv_dim]
+      for (int64_t t = 0; t < n; ++t) {
+        float* q = w.q.data() + t * q_dim;
+        float* k = w.k.data() + t * kv_dim;
+        const int64_t pos = w.row_pos[t];
+        kernels::rope_norm(q, c.n_head, hd, pos, c.rope_base(il));
+        kernels::rope_norm(k, c.n_head_kv, hd, pos, c.rope_base(il));
+        kernels::scale(q, q_dim, c.attn_scale);
+        store_kv(w, il, t, k, w.v.data() + t * kv_dim);
+      }
+      attention(w, il, n);
+      matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]
+      kernels::add_inplace(x, w.o.data(), n * n_embd);
+
+      // Feed-forward block (SwiGLU).
+      kernels::rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
+      matmul(w.mm, L.w_gate, xn, n, w.gate.data(), c.n_ff);  // [n, n_ff]
+      matmul(w.mm, L.w_up, xn, n, w.up.data(), c.n_ff);      // [n, n_ff]
+      kernels::silu_mul(w.gate.data(), w.up.data(), w.gate.data(), n * c.n_ff);
+      matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
+      kernels::add_inplace(x, w.o.data(), n * n_embd);
+      if (!opt.taps.empty()) capture(w, n, opt, (int)il, x);
+    }
+    finish(w, n, opt, last_rows);
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_llama(formats::GgufFile file) {
+  auto config = read_config(file);
+  if (!config) return config.status();
+  auto weights = bind_weights(file, *config);
+  if (!weights) return weights.status();
+  return std::unique_ptr<Model>(new LlamaModel(std::move(file), std::move(config).value(), std::move(weights).value()));
+}
+
+}  // namespace dspark::model

@@ -1,0 +1,229 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+
+#include "model/archs.h"
+
+namespace dspark::model {
+
+using kernels::matmul;
+
+namespace {
+
+constexpr ArchEntry kArchitectures[] = {
+    {"gemma3", &load_gemma3},
+    {"llama", &load_llama},
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_model(const std::string& path) {
+  auto file = formats::GgufFile::open(path);
+  if (!file) return file.status();
+  auto arch = file->get_string("general.architecture");
+  if (!arch) return Status::error(arch.message());
+  std::string known;
+  for (const ArchEntry& e : kArchitectures) {
+    if (*arch == e.name) return e.load(std::move(file).value());
+    known += std::string(known.empty() ? "" : ", ") + e.name;
+  }
+  return Status::error(path + ": general.architecture is '" + *arch + "', which dspark does not implement (supported: " +
+                       known + ")");
+}
+
+ForwardScratch::ForwardScratch(const ModelConfig& c, int64_t rows, int64_t ctx, ThreadPool* p)
+    : max_rows(rows), max_ctx(ctx), pool(p) {
+  const int64_t kv_dim = c.n_head_kv * c.head_dim;
+  mm.isa = kernels::detect_isa();
+  mm.pool = p;
+  x.resize(rows * c.n_embd);
+  xn.resize(rows * c.n_embd);
+  q.resize(rows * c.n_head * c.head_dim);
+  k.resize(rows * kv_dim);
+  v.resize(rows * kv_dim);
+  attn.resize(rows * c.n_head * c.head_dim);
+  o.resize(rows * c.n_embd);
+  gate.resize(rows * c.n_ff);
+  up.resize(rows * c.n_ff);
+  scores.resize((size_t)(p ? p->size() : 1) * (c.n_head / c.n_head_kv) * ctx);
+  row_session.resize(rows);
+  row_pos.resize(rows);
+  row_out.resize(rows);
+  row_token.resize(rows);
+}
+
+Session::Session(const Model& model, const SessionOptions& opt, ThreadPool* pool)
+    : kv_(model.config(), opt.n_ctx, std::min(opt.max_batch, opt.n_ctx)),
+      scratch_(model.config(), std::min(opt.max_batch, opt.n_ctx), opt.n_ctx, pool) {}
+
+Status Model::prepare(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const {
+  const ModelConfig& c = config_;
+  const int64_t n = (int64_t)tokens.size();
+  if (n == 0) return Status::error("forward: no tokens");
+  if (s.n_past() + n > s.kv_.n_ctx())
+    return Status::error("context overflow: " + std::to_string(s.n_past()) + " cached + " + std::to_string(n) +
+                         " new tokens exceed the context size " + std::to_string(s.kv_.n_ctx()));
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.n_vocab)
+      return Status::error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                           " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")");
+  for (int tap : opt.taps)
+    if (tap != kTapEmbedding && tap != kTapFinalNorm && (tap < 0 || tap >= c.n_layer))
+      return Status::error("tap point " + std::to_string(tap) + " is not a layer of this model");
+  s.taps_.resize(opt.taps.size());
+  for (auto& t : s.taps_) t.resize((size_t)(n * c.n_embd));
+  s.n_logit_rows_ = opt.logits == LogitsMode::kAll ? n : (opt.logits == LogitsMode::kLast ? 1 : 0);
+  s.logits_.resize((size_t)(s.n_logit_rows_ * c.n_vocab));
+  return Status::ok();
+}
+
+Status Model::forward(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const {
+  DSPARK_RETURN_IF_ERROR(prepare(s, tokens, opt));
+  ForwardScratch& w = s.scratch_;
+  const int64_t n = (int64_t)tokens.size(), chunk = s.kv_.max_batch();
+  for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+    const int64_t m = std::min(chunk, n - i0), pos0 = s.kv_.length();
+    for (int64_t r = 0; r < m; ++r) {
+      w.row_session[r] = &s;
+      w.row_pos[r] = pos0 + r;
+      w.row_out[r] = i0 + r;
+      w.row_token[r] = tokens[i0 + r];
+    }
+    const int64_t last = m - 1;
+    forward_rows(w, m, opt, i0 + m == n ? std::span<const int64_t>(&last, 1) : std::span<const int64_t>());
+  }
+  return Status::ok();
+}
+
+Status Model::forward_multi(std::span<const SeqInput> seqs, const ForwardOptions& opt,
+                                  ForwardScratch& w) const {
+  int64_t total = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Session* s = seqs[i].session;
+    if (s == nullptr) return Status::error("forward_multi: sequence " + std::to_string(i) + " has no session");
+    for (size_t j = 0; j < i; ++j)
+      if (seqs[j].session == s) return Status::error("forward_multi: a session appears twice");
+    if ((int64_t)seqs[i].tokens.size() > s->kv_.max_batch())
+      return Status::error("forward_multi: sequence " + std::to_string(i) + " has more tokens than its max_batch");
+    if (s->kv_.n_ctx() > w.max_ctx) return Status::error("forward_multi: a session's context exceeds the scratch's");
+    DSPARK_RETURN_IF_ERROR(prepare(*s, seqs[i].tokens, opt));
+    total += (int64_t)seqs[i].tokens.size();
+  }
+  if (total > w.max_rows)
+    return Status::error("forward_multi: " + std::to_string(total) + " rows exceed the scratch's " +
+                         std::to_string(w.max_rows));
+  std::vector<int64_t> last_rows;
+  last_rows.reserve(seqs.size());
+  int64_t r = 0;
+  for (const SeqInput& q : seqs) {
+    const int64_t pos0 = q.session->kv_.length();
+    for (int64_t t = 0; t < (int64_t)q.tokens.size(); ++t, ++r) {
+      w.row_session[r] = q.session;
+      w.row_pos[r] = pos0 + t;
+      w.row_out[r] = t;
+      w.row_token[r] = q.tokens[t];
+    }
+    last_rows.push_back(r - 1);
+  }
+  if (total > 0) forward_rows(w, total, opt, last_rows);
+  return Status::ok();
+}
+
+void Model::embed(ForwardScratch& w, int64_t n) const {
+  const ModelConfig& c = config_;
+  const kernels::QMatrix& embd = weights_.token_embd;
+  for (int64_t t = 0; t < n; ++t) {
+    float* x = w.x.data() + t * c.n_embd;
+    kernels::dequantize_row(embd.type, (const uint8_t*)embd.data + (size_t)w.row_token[t] * embd.row_stride, x, c.n_embd);
+    if (c.embd_scale != 1.0f) kernels::scale(x, c.n_embd, c.embd_scale);
+  }
+}
+
+void Model::capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int point, const float* src) const {
+  const int64_t n_embd = config_.n_embd;
+  for (size_t i = 0; i < opt.taps.size(); ++i)
+    if (opt.taps[i] == point)
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(w.row_session[r]->taps_[i].data() + w.row_out[r] * n_embd, src + r * n_embd,
+                    sizeof(float) * n_embd);
+}
+
+void Model::store_kv(ForwardScratch& w, int64_t il, int64_t t, const float* k, const float* v) const {
+  KvCache& kv = w.row_session[t]->kv_;
+  const int64_t pos = w.row_pos[t], kv_dim = config_.n_head_kv * config_.head_dim;
+  kernels::f32_to_f16_row(k, kv.k_row(il, pos), kv_dim);
+  kernels::f32_to_f16_row(v, kv.v_row(il, pos), kv_dim);
+}
+
+void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std::span<const int64_t> last_rows) const {
+  const ModelConfig& c = config_;
+  const int64_t n_embd = c.n_embd;
+  float* x = w.x.data();    // [n, n_embd]
+  float* xn = w.xn.data();  // [n, n_embd]
+  // Rows are grouped by session in position order: a session's run ends at its last position.
+  for (int64_t r = 0; r < n; ++r)
+    if (r + 1 == n || w.row_session[r + 1] != w.row_session[r]) {
+      KvCache& kv = w.row_session[r]->kv_;
+      kv.advance(w.row_pos[r] + 1 - kv.length());
+    }
+
+  // Output: final norm, then the LM head only on the rows that need logits.
+  const kernels::QMatrix& head = weights_.output;
+  const bool need_all_norm =
+      opt.logits == LogitsMode::kAll ||
+      std::find(opt.taps.begin(), opt.taps.end(), kTapFinalNorm) != opt.taps.end();
+  if (need_all_norm) {
+    kernels::rms_norm_rows(x, weights_.output_norm, xn, n, n_embd, c.rms_eps);
+    capture(w, n, opt, kTapFinalNorm, xn);
+  }
+  const bool single = w.row_session[0] == w.row_session[n - 1];
+  if (opt.logits == LogitsMode::kAll) {
+    if (single) {  // straight into the session's buffer
+      Session& s = *w.row_session[0];
+      matmul(w.mm, head, xn, n, s.logits_.data() + w.row_out[0] * c.n_vocab, c.n_vocab);
+    } else {
+      w.logits.resize((size_t)(n * c.n_vocab));
+      matmul(w.mm, head, xn, n, w.logits.data(), c.n_vocab);
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(w.row_session[r]->logits_.data() + w.row_out[r] * c.n_vocab, w.logits.data() + r * c.n_vocab,
+                    sizeof(float) * c.n_vocab);
+    }
+  } else if (opt.logits == LogitsMode::kLast && !last_rows.empty()) {
+    // The final-normed last rows, gathered into the first rows of xn.
+    const int64_t m = (int64_t)last_rows.size();
+    for (int64_t i = 0; i < m; ++i)
+      kernels::rms_norm(x + last_rows[i] * n_embd, weights_.output_norm, xn + i * n_embd, n_embd, c.rms_eps);
+    if (m == 1) {
+      matmul(w.mm, head, xn, 1, w.row_session[last_rows[0]]->logits_.data(), c.n_vocab);
+    } else {
+      w.logits.resize((size_t)(m * c.n_vocab));
+      matmul(w.mm, head, xn, m, w.logits.data(), c.n_vocab);
+      for (int64_t i = 0; i < m; ++i)
+        std::memcpy(w.row_session[last_rows[i]]->logits_.data(), w.logits.data() + i * c.n_vocab,
+                    sizeof(float) * c.n_vocab);
+    }
+  }
+}
+
+// Scaled dot-product attention of the n planned rows against their sessions' caches (MQA/GQA);
+// numerics in kernels/attention.h. One job per (row, K/V head): heads sharing a K/V row read it once.
+void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
+  const ModelConfig& c = config_;
+  const int64_t hd = c.head_dim, q_dim = c.n_head * hd, group = c.n_head / c.n_head_kv;
+  auto job = [&](int ti, int nt) {
+    float* scores = w.scores.data() + (size_t)ti * group * w.max_ctx;  // [group, max_ctx]
+    for (int64_t idx = ti; idx < n * c.n_head_kv; idx += nt) {
+      const int64_t t = idx / c.n_head_kv, g = idx % c.n_head_kv;
+      const KvCache& kv = w.row_session[t]->kv_;
+      const int64_t pos = w.row_pos[t], lo = kv.first_visible(il, pos);
+      kernels::attention_f16kv(w.mm.isa, w.q.data() + t * q_dim + g * group * hd, (int)group, hd,
+                               kv.view(il, g * hd), lo, pos - lo + 1, scores,
+                               w.attn.data() + t * q_dim + g * group * hd);
+    }
+  };
+  if (w.pool) w.pool->run(job); else job(0, 1);
+}
+
+}  // namespace dspark::model

@@ -1,0 +1,162 @@
+// The target-model interface: a decoder-only transformer loaded from a GGUF, run over sessions.
+//
+// A Model is immutable after load and may be shared by many sessions; a Session holds one
+// sequence's KV cache, scratch buffers and outputs (one thread at a time per session).
+// load_model() switches on general.architecture (model/archs.h lists the architectures); each
+// architecture is one file (model/gemma3.cpp, model/llama.cpp) that reads its config, binds its
+// weights and implements forward_rows(), its layer graph, from the shared steps below.
+// Hidden-state taps: a caller lists tap points; the forward copies those residual states for every
+// position. With no taps requested nothing is copied.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+#include "formats/gguf.h"
+#include "kernels/kernels.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace dspark::model {
+
+// Tap points: 0..n_layer-1 = residual output of that decoder layer (HF hidden_states[il + 1]);
+// kTapEmbedding = scaled token embedding (HF hidden_states[0]); kTapFinalNorm = post final norm.
+inline constexpr int kTapEmbedding = -1;
+inline constexpr int kTapFinalNorm = -2;
+
+enum class LogitsMode { kNone, kLast, kAll };
+
+struct ForwardOptions {
+  LogitsMode logits = LogitsMode::kLast;
+  std::vector<int> taps;  // tap points, in the order outputs are returned
+};
+
+struct SessionOptions {
+  int64_t n_ctx = 4096;     // maximum positions
+  int64_t max_batch = 512;  // largest forward chunk (longer inputs are split)
+};
+
+class Model;
+class Session;
+
+// Activation buffers of one forward over up to max_rows rows (rows of one or several sequences),
+// reused across forwards: no allocation in the steady state. One per calling thread.
+struct ForwardScratch {
+  ForwardScratch(const ModelConfig& c, int64_t max_rows, int64_t max_ctx, ThreadPool* pool);
+  int64_t max_rows = 0;
+  int64_t max_ctx = 0;             // largest context of any session it serves (attention scores)
+  kernels::MatmulContext mm;
+  ThreadPool* pool = nullptr;
+  std::vector<float> x;            // [rows, n_embd] residual stream
+  std::vector<float> xn;           // [rows, n_embd] normed input
+  std::vector<float> q;            // [rows, n_head * head_dim]
+  std::vector<float> k;            // [rows, kv_dim]
+  std::vector<float> v;            // [rows, kv_dim]
+  std::vector<float> attn;         // [rows, n_head * head_dim]
+  std::vector<float> o;            // [rows, n_embd]
+  std::vector<float> gate;         // [rows, n_ff]
+  std::vector<float> up;           // [rows, n_ff]
+  std::vector<float> scores;       // [n_threads, n_head / n_head_kv, max_ctx]
+  std::vector<float> logits;       // [n_seq, n_vocab] multi-sequence staging (grown on demand)
+  // Row plan of the current forward: [rows]
+  std::vector<Session*> row_session;
+  std::vector<int64_t> row_pos;    // absolute position of the row in its sequence
+  std::vector<int64_t> row_out;    // row index in its session's outputs (taps, kAll logits)
+  std::vector<int32_t> row_token;
+};
+
+// One sequence's part of a multi-sequence forward.
+struct SeqInput {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;
+};
+
+class Session {
+ public:
+  Session(const Model& model, const SessionOptions& opt, ThreadPool* pool);
+
+  KvCache& kv() { return kv_; }
+  const KvCache& kv() const { return kv_; }
+  int64_t n_past() const { return kv_.length(); }
+  // The pool this session's forwards run on (for per-row work on its logits, e.g. sampling).
+  ThreadPool* pool() const { return scratch_.pool; }
+
+  // [n_out, n_vocab] f32 from the last forward: n_out = 1 (kLast) or n_tokens (kAll).
+  const float* logits() const { return logits_.data(); }
+  int64_t n_logits_rows() const { return n_logit_rows_; }
+  // [n_tokens, n_embd] f32 for opt.taps[i] of the last forward.
+  const std::vector<float>& tap(size_t i) const { return taps_[i]; }
+
+ private:
+  friend class Model;
+  KvCache kv_;
+  ForwardScratch scratch_;      // for forwards of this session alone, [max_batch] rows
+  std::vector<float> logits_;   // [n_out, n_vocab]
+  int64_t n_logit_rows_ = 0;
+  std::vector<std::vector<float>> taps_;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const formats::GgufFile& file() const { return file_; }
+  const ModelWeights& weights() const { return weights_; }
+
+  // Runs tokens at positions [s.n_past(), s.n_past() + n) and appends them to the KV cache.
+  // Errors (not aborts) when the context would overflow or a token id is out of range.
+  Status forward(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const;
+
+  // Several sequences in one forward: every matrix product runs once over all their rows (weights
+  // read once), attention and KV writes stay per sequence. Each session receives exactly what
+  // forward(session, tokens, opt) would give it (bitwise: the kernels are batch-invariant).
+  // Each sequence's tokens must fit its session's max_batch, all rows must fit `scratch`, and the
+  // sessions must be distinct.
+  Status forward_multi(std::span<const SeqInput> seqs, const ForwardOptions& opt, ForwardScratch& scratch) const;
+
+ protected:
+  Model(formats::GgufFile file, ModelConfig config, ModelWeights weights)
+      : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {}
+
+  // The architecture's graph over the n rows planned in w.row_* (grouped by session, in position
+  // order): embed(), per layer the architecture's blocks using attention() / store_kv(), capture()
+  // after each layer, then finish(). Sessions whose last row is in `last_rows` get kLast logits.
+  virtual void forward_rows(ForwardScratch& w, int64_t n, const ForwardOptions& opt,
+                            std::span<const int64_t> last_rows) const = 0;
+
+  // Shared steps for forward_rows implementations.
+  // x [n, n_embd] <- token_embd rows of w.row_token, times config().embd_scale when != 1.
+  void embed(ForwardScratch& w, int64_t n) const;
+  // Copies rows of src [n, n_embd] to the outputs of tap point `point` of their sessions.
+  void capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int point, const float* src) const;
+  // Row t's k [kv_dim] and v [kv_dim] (post-RoPE) into its session's cache at its position, f16.
+  void store_kv(ForwardScratch& w, int64_t il, int64_t t, const float* k, const float* v) const;
+  // Scaled dot-product attention of the n rows' q (already scaled) against their caches -> w.attn.
+  void attention(ForwardScratch& w, int64_t il, int64_t n) const;
+  // Advances the sessions' caches, then the final norm and the LM head on the rows that need them.
+  void finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std::span<const int64_t> last_rows) const;
+
+ private:
+  // Checks tokens and context room for one sequence; sizes its outputs.
+  Status prepare(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const;
+
+  formats::GgufFile file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+};
+
+// Opens the GGUF (mmap; weights are not copied), reads general.architecture and loads it with the
+// matching architecture; an architecture not in model/archs.h is an error naming the key.
+Result<std::unique_ptr<Model>> load_model(const std::string& path);
+
+}  // namespace dspark::model
