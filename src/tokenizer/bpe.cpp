@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "formats/gguf.h"
+#include "tokenizer/special_split.h"
 #include "tokenizer/pretokenize.h"
 
 namespace dspark::tokenizer {
@@ -100,12 +101,6 @@ std::array<uint32_t, 256> byte_alphabet() {
 }
 constexpr uint32_t kAlphabetEnd = 256 + 68;  // code points of the alphabet are < this
 
-struct Fragment {
-  size_t offset;
-  size_t length;
-  int32_t id;  // -1: raw text still to tokenize
-};
-
 struct Merge {
   int32_t rank;
   int32_t result;  // id of left + right, -1 when that text is no token
@@ -133,9 +128,7 @@ struct BpeTokenizer::Tables {
 
   // Special list in llama.cpp order, and a byte trie over their texts (partition runs only for
   // those that occur; the result is the same).
-  std::vector<int32_t> specials;
-  std::vector<int32_t> node_rank;                    // trie node -> index into specials, or -1
-  std::unordered_map<uint64_t, int32_t> node_child;  // (node << 8 | byte) -> child node
+  SpecialSplitter splitter;
 
   PreTokenizerSpec pre;
   int32_t bos = -1, eos = -1, eot = -1;
@@ -176,7 +169,6 @@ struct BpeTokenizer::Tables {
     return it == merges.end() ? nullptr : &it->second;
   }
   std::string render_piece(int32_t id) const;
-  void partition(std::string_view text, bool parse_special, std::vector<Fragment>* out) const;
   void encode_raw(std::string_view text, std::vector<int32_t>* out) const;
   void merge_word(std::string_view word, std::vector<int32_t>* out) const;
 };
@@ -319,27 +311,11 @@ Result<BpeTokenizer> BpeTokenizer::create(Vocab vocab) {
   t->pieces.resize(n_vocab);
   for (int32_t id = 0; id < n_vocab; ++id) t->pieces[id] = t->render_piece(id);
 
+  std::vector<int32_t> special_ids;
   for (int32_t id = 0; id < n_vocab; ++id) {
-    if (t->attrs[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) t->specials.push_back(id);
+    if (t->attrs[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) special_ids.push_back(id);
   }
-  // Same call as llama.cpp (not stable_sort): equal lengths must tie in the same order.
-  std::sort(t->specials.begin(), t->specials.end(), [&](int32_t a, int32_t b) {
-    return t->texts[a].size() > t->texts[b].size();
-  });
-  t->node_rank.push_back(-1);  // root
-  for (size_t rank = 0; rank < t->specials.size(); ++rank) {
-    int32_t node = 0;
-    for (unsigned char c : t->texts[t->specials[rank]]) {
-      const uint64_t key = (static_cast<uint64_t>(node) << 8) | c;
-      auto it = t->node_child.find(key);
-      if (it == t->node_child.end()) {
-        it = t->node_child.emplace(key, static_cast<int32_t>(t->node_rank.size())).first;
-        t->node_rank.push_back(-1);
-      }
-      node = it->second;
-    }
-    t->node_rank[node] = static_cast<int32_t>(rank);
-  }
+  t->splitter.build(t->texts, std::move(special_ids), [&](int32_t id) { return (t->attrs[id] & kAttrSpecial) != 0; });
 
   t->bos = vocab.bos;
   t->eos = vocab.eos;
@@ -350,58 +326,6 @@ Result<BpeTokenizer> BpeTokenizer::create(Vocab vocab) {
   t->add_eos = vocab.add_eos;
   t->add_space_prefix = vocab.add_space_prefix;
   return BpeTokenizer(std::move(t));
-}
-
-// tokenizer_st_partition: each special, longest first, splits every raw fragment at each of its
-// leftmost non-overlapping matches.
-void BpeTokenizer::Tables::partition(std::string_view text, bool parse_special,
-                                     std::vector<Fragment>* out) const {
-  out->clear();
-  if (text.empty()) return;
-  out->push_back({0, text.size(), -1});
-
-  std::vector<int32_t> ranks;  // specials that occur somewhere in `text`
-  for (size_t i = 0; i < text.size(); ++i) {
-    int32_t node = 0;
-    for (size_t j = i; j < text.size(); ++j) {
-      const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[j]);
-      auto it = node_child.find(key);
-      if (it == node_child.end()) break;
-      node = it->second;
-      const int32_t rank = node_rank[node];
-      if (rank < 0) continue;
-      if (!parse_special && (attrs[specials[rank]] & kAttrSpecial)) continue;
-      ranks.push_back(rank);
-    }
-  }
-  if (ranks.empty()) return;
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-
-  std::vector<Fragment> next;
-  for (int32_t rank : ranks) {
-    const int32_t id = specials[rank];
-    const std::string_view special = texts[id];
-    next.clear();
-    for (const Fragment& f : *out) {
-      if (f.id >= 0) {
-        next.push_back(f);
-        continue;
-      }
-      const size_t end = f.offset + f.length;
-      const std::string_view window = text.substr(0, end);
-      size_t pos = f.offset;
-      while (pos < end) {
-        const size_t match = window.find(special, pos);
-        if (match == std::string_view::npos) break;
-        if (match > pos) next.push_back({pos, match - pos, -1});
-        next.push_back({match, special.size(), id});
-        pos = match + special.size();
-      }
-      if (pos < end) next.push_back({pos, end - pos, -1});
-    }
-    out->swap(next);
-  }
 }
 
 // One raw fragment: pre-tokenize, map each word to the byte alphabet, merge.
@@ -506,7 +430,7 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
   out.reserve(text.size() / 3 + 4);
   if (add_special && t.add_bos) out.push_back(t.bos);
   std::vector<Fragment> fragments;
-  t.partition(text, parse_special, &fragments);
+  t.splitter.partition(text, parse_special, t.texts, &fragments);
   for (const Fragment& f : fragments) {
     if (f.id >= 0) {
       out.push_back(f.id);

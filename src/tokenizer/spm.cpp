@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "formats/gguf.h"
+#include "tokenizer/special_split.h"
 
 namespace dspark::tokenizer {
 namespace {
@@ -65,12 +66,6 @@ int hex_digit(char c) {
   return -1;
 }
 
-struct Fragment {
-  size_t offset;
-  size_t length;
-  int32_t id;  // -1: raw text still to tokenize
-};
-
 }  // namespace
 
 struct SpmTokenizer::Tables {
@@ -87,9 +82,7 @@ struct SpmTokenizer::Tables {
 
   // Special list in llama.cpp order, and a byte trie over their texts used to find which of them
   // occur in a text at all (partitioning then runs only for those; the result is the same).
-  std::vector<int32_t> specials;
-  std::vector<int32_t> node_rank;                      // trie node -> index into specials, or -1
-  std::unordered_map<uint64_t, int32_t> node_child;    // (node << 8 | byte) -> child node
+  SpecialSplitter splitter;
 
   int32_t bos = -1, eos = -1, unk = -1, eot = -1;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
@@ -123,7 +116,6 @@ struct SpmTokenizer::Tables {
       }
     }
   }
-  void partition(std::string_view text, bool parse_special, std::vector<Fragment>* out) const;
   void merge(std::string_view text, std::vector<int32_t>* out) const;
 };
 
@@ -178,27 +170,11 @@ Result<SpmTokenizer> SpmTokenizer::create(Vocab vocab) {
     t->byte_to_id[b] = id;
   }
 
+  std::vector<int32_t> special_ids;
   for (int32_t id = 0; id < n_vocab; ++id) {
-    if (t->attrs[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) t->specials.push_back(id);
+    if (t->attrs[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) special_ids.push_back(id);
   }
-  // Same call as llama.cpp (not stable_sort): equal lengths must tie in the same order.
-  std::sort(t->specials.begin(), t->specials.end(), [&](int32_t a, int32_t b) {
-    return t->texts[a].size() > t->texts[b].size();
-  });
-  t->node_rank.push_back(-1);  // root
-  for (size_t rank = 0; rank < t->specials.size(); ++rank) {
-    int32_t node = 0;
-    for (unsigned char c : t->texts[t->specials[rank]]) {
-      const uint64_t key = (static_cast<uint64_t>(node) << 8) | c;
-      auto it = t->node_child.find(key);
-      if (it == t->node_child.end()) {
-        it = t->node_child.emplace(key, static_cast<int32_t>(t->node_rank.size())).first;
-        t->node_rank.push_back(-1);
-      }
-      node = it->second;
-    }
-    t->node_rank[node] = static_cast<int32_t>(rank);
-  }
+  t->splitter.build(t->texts, std::move(special_ids), [&](int32_t id) { return (t->attrs[id] & kAttrSpecial) != 0; });
 
   t->bos = vocab.bos;
   t->eos = vocab.eos;
@@ -208,58 +184,6 @@ Result<SpmTokenizer> SpmTokenizer::create(Vocab vocab) {
   t->add_eos = vocab.add_eos;
   t->add_space_prefix = vocab.add_space_prefix;
   return SpmTokenizer(std::move(t));
-}
-
-// tokenizer_st_partition: each special, longest first, splits every raw fragment at each of its
-// leftmost non-overlapping matches.
-void SpmTokenizer::Tables::partition(std::string_view text, bool parse_special,
-                                     std::vector<Fragment>* out) const {
-  out->clear();
-  if (text.empty()) return;
-  out->push_back({0, text.size(), -1});
-
-  std::vector<int32_t> ranks;  // specials that occur somewhere in `text`
-  for (size_t i = 0; i < text.size(); ++i) {
-    int32_t node = 0;
-    for (size_t j = i; j < text.size(); ++j) {
-      const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[j]);
-      auto it = node_child.find(key);
-      if (it == node_child.end()) break;
-      node = it->second;
-      const int32_t rank = node_rank[node];
-      if (rank < 0) continue;
-      if (!parse_special && (attrs[specials[rank]] & kAttrSpecial)) continue;
-      ranks.push_back(rank);
-    }
-  }
-  if (ranks.empty()) return;
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-
-  std::vector<Fragment> next;
-  for (int32_t rank : ranks) {
-    const int32_t id = specials[rank];
-    const std::string_view special = texts[id];
-    next.clear();
-    for (const Fragment& f : *out) {
-      if (f.id >= 0) {
-        next.push_back(f);
-        continue;
-      }
-      const size_t end = f.offset + f.length;
-      const std::string_view window = text.substr(0, end);
-      size_t pos = f.offset;
-      while (pos < end) {
-        const size_t match = window.find(special, pos);
-        if (match == std::string_view::npos) break;
-        if (match > pos) next.push_back({pos, match - pos, -1});
-        next.push_back({match, special.size(), id});
-        pos = match + special.size();
-      }
-      if (pos < end) next.push_back({pos, end - pos, -1});
-    }
-    out->swap(next);
-  }
 }
 
 // llm_tokenizer_spm_session::tokenize on one escaped fragment.
@@ -340,7 +264,7 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_specia
   if (add_special && t.add_bos) out.push_back(t.bos);
 
   std::vector<Fragment> fragments;
-  t.partition(text, parse_special, &fragments);
+  t.splitter.partition(text, parse_special, t.texts, &fragments);
   bool prev_special = true;
   std::string escaped;
   for (const Fragment& f : fragments) {
