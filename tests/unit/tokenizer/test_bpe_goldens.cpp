@@ -15,6 +15,7 @@
 
 #include "formats/gguf.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/chat_template.h"
 
 namespace dspark::tokenizer {
 namespace {
@@ -42,7 +43,11 @@ TEST(BpeGoldens, Smollm2TokensMatchLlamaCpp) {
   Result<BpeTokenizer> tok = load_bpe_tokenizer(*file);
   ASSERT_TRUE(tok.is_ok()) << tok.message();
 
-  int total = 0, raw_same = 0, chat_same = 0, reported = 0;
+  // Our ChatML renderer, with the template detected from the GGUF, must give jinja2's text.
+  Result<ChatTemplate> tmpl = resolve_chat_template(*file, "");
+  ASSERT_TRUE(tmpl.is_ok()) << tmpl.message();
+  EXPECT_EQ(tmpl->family, ChatFamily::kChatML);
+  int total = 0, raw_same = 0, chat_same = 0, rendered_same = 0, reported = 0;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
@@ -53,6 +58,8 @@ TEST(BpeGoldens, Smollm2TokensMatchLlamaCpp) {
     const Ids want_raw = rec.at("raw_ids").get<Ids>();
     const Ids want_chat = rec.at("chat_ids").get<Ids>();
     ++total;
+    Result<std::string> rendered = render_chat(*tmpl, {{"user", rec.at("text").get<std::string>()}}, true, false);
+    rendered_same += rendered.is_ok() && *rendered == rec.at("chat_text").get<std::string>();
     raw_same += raw == want_raw;
     chat_same += chat == want_chat;
     if (raw != want_raw && reported++ < 5) {
@@ -62,11 +69,12 @@ TEST(BpeGoldens, Smollm2TokensMatchLlamaCpp) {
       ADD_FAILURE() << "q" << qid << " chat: " << first_difference(chat, want_chat);
     }
   }
-  std::printf("[ BpeGoldens ] smollm2: raw %d / %d identical, chat %d / %d identical\n", raw_same,
-              total, chat_same, total);
+  std::printf("[ BpeGoldens ] smollm2: raw %d / %d identical, chat %d / %d identical, chat template "
+              "rendering %d / %d identical to jinja2\n", raw_same, total, chat_same, total, rendered_same, total);
   EXPECT_GT(total, 0);
   EXPECT_EQ(raw_same, total);
   EXPECT_EQ(chat_same, total);
+  EXPECT_EQ(rendered_same, total);
 }
 
 }  // namespace
