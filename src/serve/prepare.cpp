@@ -17,7 +17,7 @@ std::vector<int32_t> encode_chat(const tokenizer::Tokenizer& tok, const std::str
   };
   size_t at = 0;
   for (const auto& [begin, end] : content_spans) {
-    add(at, begin, /*parse_special=*/true);   // template text: <start_of_turn>user\n ...
+    add(at, begin, /*parse_special=*/true);   // template text: <start_of_turn>user\n, <|im_start|>user\n ...
     add(begin, end, /*parse_special=*/false);  // what the client wrote
     at = end;
   }

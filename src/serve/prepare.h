@@ -32,8 +32,8 @@ struct Prepared {
 };
 
 // The chat prompt's token ids: template text with control tokens parsed, message contents without
-// (a user typing "<start_of_turn>" gets text, not a turn marker); BOS first when the vocabulary
-// asks for it. `content_spans` as render_gemma3_chat gives them.
+// (a user typing "<start_of_turn>" or "<|im_start|>" gets text, not a turn marker); BOS first when
+// the vocabulary asks for it. `content_spans` as tokenizer::render_chat gives them.
 std::vector<int32_t> encode_chat(const tokenizer::Tokenizer& tok, const std::string& text,
                                  const std::vector<std::pair<size_t, size_t>>& content_spans);
 
