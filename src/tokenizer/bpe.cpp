@@ -9,6 +9,7 @@
 
 #include "formats/gguf.h"
 #include "tokenizer/special_split.h"
+#include "tokenizer/token_index.h"
 #include "tokenizer/pretokenize.h"
 
 namespace dspark::tokenizer {
@@ -114,9 +115,7 @@ struct BpeTokenizer::Tables {
   std::vector<uint32_t> attrs;      // [n_vocab] kAttr* bits
   std::vector<std::string> pieces;  // [n_vocab] token_to_piece with render_special
   std::vector<uint8_t> eog;         // [n_vocab] 1: ends generation
-  // text -> id: open addressing, linear probing; a slot holds (hash >> 32) << 32 | (id + 1), 0 empty.
-  std::vector<uint64_t> slots;
-  uint64_t slot_mask = 0;
+  TokenIndex index;                 // text -> id (token_index.h)
   // (left id << 32 | right id) -> merge. Merge halves are tokens (checked), so symbols that are no
   // token never merge, exactly as llama.cpp's lookup by text finds nothing for them.
   std::unordered_map<uint64_t, Merge> merges;
@@ -134,35 +133,7 @@ struct BpeTokenizer::Tables {
   int32_t bos = -1, eos = -1, eot = -1;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
 
-  int32_t lookup(std::string_view s) const {
-    const uint64_t h = std::hash<std::string_view>{}(s);
-    const uint64_t tag = h >> 32;
-    for (uint64_t i = h & slot_mask;; i = (i + 1) & slot_mask) {
-      const uint64_t slot = slots[i];
-      if (slot == 0) return -1;
-      if ((slot >> 32) == tag) {
-        const auto id = static_cast<int32_t>((slot & 0xFFFFFFFFu) - 1);
-        if (texts[id] == s) return id;
-      }
-    }
-  }
-  // Inserts texts[id]; returns the id already holding the same text, or -1.
-  int32_t insert(int32_t id) {
-    const std::string_view s = texts[id];
-    const uint64_t h = std::hash<std::string_view>{}(s);
-    const uint64_t tag = h >> 32;
-    for (uint64_t i = h & slot_mask;; i = (i + 1) & slot_mask) {
-      const uint64_t slot = slots[i];
-      if (slot == 0) {
-        slots[i] = (tag << 32) | static_cast<uint64_t>(id + 1);
-        return -1;
-      }
-      if ((slot >> 32) == tag) {
-        const auto other = static_cast<int32_t>((slot & 0xFFFFFFFFu) - 1);
-        if (texts[other] == s) return other;
-      }
-    }
-  }
+  int32_t lookup(std::string_view s) const { return index.find(s, texts); }
   const Merge* find_merge(int32_t left, int32_t right) const {
     if (left < 0 || right < 0) return nullptr;
     auto it = merges.find((static_cast<uint64_t>(left) << 32) | static_cast<uint32_t>(right));
@@ -223,15 +194,12 @@ Result<BpeTokenizer> BpeTokenizer::create(Vocab vocab) {
   t->texts = std::move(vocab.tokens);
   t->scores = std::move(vocab.scores);
   t->attrs.resize(n_vocab);
-  size_t n_slots = 16;
-  while (n_slots < 2 * static_cast<size_t>(n_vocab)) n_slots *= 2;  // load factor <= 1/2
-  t->slots.assign(n_slots, 0);
-  t->slot_mask = n_slots - 1;
+  t->index.reserve(static_cast<size_t>(n_vocab));
   for (int32_t id = 0; id < n_vocab; ++id) {
     std::string& text = t->texts[id];
     if (text.empty()) text = "[EMPTY_" + std::to_string(id) + "]";
     t->attrs[id] = attr_from_type(vocab.types[id]);
-    if (const int32_t other = t->insert(id); other >= 0) {
+    if (const int32_t other = t->index.insert(id, t->texts); other >= 0) {
       return Status::error("tokens: entries " + std::to_string(other) + " and " + std::to_string(id) +
                            " have the same text");
     }

@@ -8,6 +8,7 @@
 
 #include "formats/gguf.h"
 #include "tokenizer/special_split.h"
+#include "tokenizer/token_index.h"
 
 namespace dspark::tokenizer {
 namespace {
@@ -73,11 +74,7 @@ struct SpmTokenizer::Tables {
   std::vector<float> scores;        // [n_vocab]
   std::vector<uint32_t> attrs;      // [n_vocab] kAttr* bits
   std::vector<int16_t> byte_value;  // [n_vocab] 0..255 for BYTE tokens, else -1
-  // text -> id: open addressing over a power-of-two table, linear probing. A slot holds
-  // (high 32 bits of the hash) << 32 | (id + 1); 0 is empty. Most bigram probes miss, and the hash
-  // tag rejects them without touching the token text (std::unordered_map was 40% of encode time).
-  std::vector<uint64_t> slots;
-  uint64_t slot_mask = 0;
+  TokenIndex index;                 // text -> id (token_index.h)
   std::array<int32_t, 256> byte_to_id{};                // -1 when the vocabulary lacks it
 
   // Special list in llama.cpp order, and a byte trie over their texts used to find which of them
@@ -87,35 +84,7 @@ struct SpmTokenizer::Tables {
   int32_t bos = -1, eos = -1, unk = -1, eot = -1;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
 
-  int32_t lookup(std::string_view s) const {
-    const uint64_t h = std::hash<std::string_view>{}(s);
-    const uint64_t tag = h >> 32;
-    for (uint64_t i = h & slot_mask;; i = (i + 1) & slot_mask) {
-      const uint64_t slot = slots[i];
-      if (slot == 0) return -1;
-      if ((slot >> 32) == tag) {
-        const auto id = static_cast<int32_t>((slot & 0xFFFFFFFFu) - 1);
-        if (texts[id] == s) return id;
-      }
-    }
-  }
-  // Inserts texts[id]; returns the id already holding the same text, or -1.
-  int32_t insert(int32_t id) {
-    const std::string_view s = texts[id];
-    const uint64_t h = std::hash<std::string_view>{}(s);
-    const uint64_t tag = h >> 32;
-    for (uint64_t i = h & slot_mask;; i = (i + 1) & slot_mask) {
-      const uint64_t slot = slots[i];
-      if (slot == 0) {
-        slots[i] = (tag << 32) | static_cast<uint64_t>(id + 1);
-        return -1;
-      }
-      if ((slot >> 32) == tag) {
-        const auto other = static_cast<int32_t>((slot & 0xFFFFFFFFu) - 1);
-        if (texts[other] == s) return other;
-      }
-    }
-  }
+  int32_t lookup(std::string_view s) const { return index.find(s, texts); }
   void merge(std::string_view text, std::vector<int32_t>* out) const;
 };
 
@@ -127,10 +96,7 @@ Result<SpmTokenizer> SpmTokenizer::create(Vocab vocab) {
   t->scores = std::move(vocab.scores);
   t->attrs.resize(n_vocab);
   t->byte_value.assign(n_vocab, -1);
-  size_t n_slots = 16;
-  while (n_slots < 2 * static_cast<size_t>(n_vocab)) n_slots *= 2;  // load factor <= 1/2
-  t->slots.assign(n_slots, 0);
-  t->slot_mask = n_slots - 1;
+  t->index.reserve(static_cast<size_t>(n_vocab));
   for (int32_t id = 0; id < n_vocab; ++id) {
     std::string& text = t->texts[id];
     if (text.empty()) text = "[EMPTY_" + std::to_string(id) + "]";
@@ -138,7 +104,7 @@ Result<SpmTokenizer> SpmTokenizer::create(Vocab vocab) {
   }
   for (int32_t id = 0; id < n_vocab; ++id) {
     const std::string& text = t->texts[id];
-    if (const int32_t other = t->insert(id); other >= 0) {
+    if (const int32_t other = t->index.insert(id, t->texts); other >= 0) {
       return Status::error("tokens: entries " + std::to_string(other) + " and " +
                            std::to_string(id) + " have the same text");
     }
