@@ -1,4 +1,4 @@
-// Kernel benchmarks on Gemma 3 270M's real matrix shapes: matvec (n_tokens = 1, reported as GB/s
+// Kernel benchmarks on the real matrix shapes of Gemma 3 270M and SmolLM2-135M: matvec (n_tokens = 1, reported as GB/s
 // of weight bytes) and matmul (n_tokens 8, 64, 512). Not a test.
 //   dspark_bench_kernels [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "core/threadpool.h"
 #include "kernels/kernels.h"
+#include "kernels/packed.h"
 #include "kernels/ref/ref.h"
 
 namespace {
@@ -31,6 +32,9 @@ const Shape kShapes[] = {
     {"attn_k_q5_0", DType::Q5_0, 256, 640},      {"attn_v_q8_0", DType::Q8_0, 256, 640},
     {"ffn_up_q5_0", DType::Q5_0, 2048, 640},     {"attn_out_q4_k", DType::Q4_K, 640, 1024},
     {"ffn_down_q4_k", DType::Q4_K, 640, 2048},   {"ffn_down_q6_k", DType::Q6_K, 640, 2048},
+    // SmolLM2-135M (Q4_1 layers, Q8_0 token_embd as the LM head)
+    {"smol_lm_head_q8_0", DType::Q8_0, 49152, 576}, {"smol_ffn_up_q4_1", DType::Q4_1, 1536, 576},
+    {"smol_ffn_down_q4_1", DType::Q4_1, 576, 1536}, {"smol_attn_q_q4_1", DType::Q4_1, 576, 576},
 };
 
 // Weights: 64 distinct quantized random rows repeated (distinct addresses, realistic values).
@@ -64,7 +68,8 @@ dspark::ThreadPool& pool(int n) {
   return n == 1 ? p1 : p2;
 }
 
-// args: shape index, n_tokens, threads, isa (0 scalar, 1 avx2, 2 avx512-vnni, 3 avx512 + AMX-INT8)
+// args: shape index, n_tokens, threads, isa (0 scalar, 1 avx2, 2 avx512-vnni, 3 avx512 + AMX-INT8),
+// packed (1: the x8 copy of kernels/packed.h, AVX2 Q8_0 / Q4_1 only)
 void BM_Matmul(benchmark::State& state) {
   const int shape = (int)state.range(0);
   const int64_t ntok = state.range(1);
@@ -76,6 +81,18 @@ void BM_Matmul(benchmark::State& state) {
     return;
   }
   const Weights& w = weights(shape);
+  const bool packed = state.range(4) != 0;
+  std::vector<uint8_t> packed_bytes_buf;
+  QMatrix m = w.m;
+  if (packed) {
+    if (!pack_supported(m.type, isa)) {
+      state.SkipWithError("no packed kernel");
+      return;
+    }
+    packed_bytes_buf.resize(packed_bytes(m));
+    pack_x8(m, packed_bytes_buf.data());
+    m.packed = packed_bytes_buf.data();
+  }
   dspark::Rng rng(7);
   std::vector<float> x((size_t)(ntok * w.m.n_cols)), y((size_t)(ntok * w.m.n_rows));
   for (auto& v : x) v = (float)(rng.uniform() * 2 - 1);
@@ -84,7 +101,7 @@ void BM_Matmul(benchmark::State& state) {
   ctx.pool = &pool(threads);
   ctx.allow_amx = amx;
   for (auto _ : state) {
-    matmul(ctx, w.m, x.data(), ntok, y.data(), w.m.n_rows);
+    matmul(ctx, m, x.data(), ntok, y.data(), w.m.n_rows);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -92,7 +109,7 @@ void BM_Matmul(benchmark::State& state) {
   state.counters["GMAC/s"] = benchmark::Counter((double)w.m.n_rows * (double)w.m.n_cols * (double)ntok,
                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.SetLabel(std::string(kShapes[shape].name) + " tok=" + std::to_string(ntok) + " thr=" + std::to_string(threads) +
-                 " " + (amx ? "avx512-amx" : isa_name(isa)));
+                 " " + (amx ? "avx512-amx" : isa_name(isa)) + (packed ? "+packed" : ""));
 }
 
 void Args(benchmark::internal::Benchmark* b) {
@@ -100,10 +117,14 @@ void Args(benchmark::internal::Benchmark* b) {
   for (int isa : {3, 2, 1})
     for (int s = 0; s < n_shapes; ++s)
       for (int64_t ntok : {1, 2, 4, 8, 16, 64, 512}) {
-        if (s == 0 && ntok > 16) continue;  // lm_head: last token, or a few for speculative verify
-        if (s != 0 && (ntok == 2 || ntok == 4)) continue;
+        if ((s == 0 || s == 8) && ntok > 16) continue;  // lm_head: last token, or a few for speculative verify
+        if (s != 0 && s != 8 && (ntok == 2 || ntok == 4)) continue;
         if (isa == 3 && ntok == 1) continue;  // AMX is for n_tokens >= 2
-        for (int threads : {1, 2}) b->Args({s, ntok, threads, isa});
+        for (int threads : {1, 2}) {
+          b->Args({s, ntok, threads, isa, 0});
+          if (isa == 1 && pack_supported(kShapes[s].type, Isa::kAvx2))
+            b->Args({s, ntok, threads, isa, 1});
+        }
       }
 }
 

@@ -104,6 +104,8 @@ class GgufFile {
   size_t file_size() const { return size_; }
   size_t data_offset() const { return data_start_; }  // start of the tensor data section
   const uint8_t* data() const { return data_; }
+  // True for open() (a read-only file mapping whose clean pages may be dropped and re-read).
+  bool mapped() const { return mapping_ != nullptr; }
 
   // ---- metadata ----
   const std::vector<GgufKV>& kvs() const { return kvs_; }

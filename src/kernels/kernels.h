@@ -28,6 +28,9 @@ struct QMatrix {
   int64_t n_cols = 0;
   const void* data = nullptr;
   size_t row_stride = 0;  // bytes between rows; row_bytes(type, n_cols) for packed tensors
+  // Optional row-interleaved copy of the same values (kernels/packed.h), used by matmul instead of
+  // `data` where the ISA has a packed kernel for the type; the owner keeps it alive.
+  const uint8_t* packed = nullptr;
 };
 
 // Per-caller state for matmul: ISA, threads and reusable scratch (no allocation in steady state).

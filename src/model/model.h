@@ -126,7 +126,9 @@ class Model {
 
  protected:
   Model(formats::GgufFile file, ModelConfig config, ModelWeights weights)
-      : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {}
+      : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {
+    pack_weights(&weights_, kernels::detect_isa(), file_.mapped());
+  }
 
   // The architecture's graph over the n rows planned in w.row_* (grouped by session, in position
   // order): embed(), per layer the architecture's blocks using attention() / store_kv(), capture()

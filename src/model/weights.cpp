@@ -1,5 +1,10 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kernels/packed.h"
+
 namespace dspark::model {
 
 Result<const formats::GgufTensorInfo*> TensorBinder::find(const std::string& name, int64_t ne0, int64_t ne1) {
@@ -36,6 +41,33 @@ Status TensorBinder::mat(const std::string& name, int64_t n_rows, int64_t n_cols
   out->data = f_.tensor_data(**t);
   out->row_stride = row_bytes((*t)->type, n_cols);
   return Status::ok();
+}
+
+namespace {
+
+// Drops the whole pages inside [p, p + n) of a read-only file mapping from memory (MADV_DONTNEED:
+// clean file pages are re-read on the next access). A hint: failure changes nothing.
+void release_pages(const void* p, size_t n) {
+  const auto page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t b = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + n) & ~(page - 1);
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
+}  // namespace
+
+void pack_weights(ModelWeights* w, kernels::Isa isa, bool release_source) {
+  auto pack = [&](kernels::QMatrix& m) {
+    if (!m.data || m.packed || !kernels::pack_supported(m.type, isa)) return;
+    std::vector<uint8_t> buf(kernels::packed_bytes(m));
+    kernels::pack_x8(m, buf.data());
+    m.packed = buf.data();
+    w->packed_bytes += buf.size();
+    w->packed.push_back(std::move(buf));
+    if (release_source) release_pages(m.data, m.row_stride * (size_t)m.n_rows);
+  };
+  for (LayerWeights& L : w->layers)
+    for (kernels::QMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+  pack(w->output);  // a tied head's pages are the token table's: rows re-read on lookup
 }
 
 Status bind_embeddings_and_head(TensorBinder& b, const ModelConfig& c, ModelWeights* w) {

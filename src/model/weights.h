@@ -36,6 +36,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;        // [n_layer]
   const float* output_norm = nullptr;      // [n_embd] f32
   size_t total_bytes = 0;                  // bytes of all bound tensors
+  // Row-interleaved copies (kernels/packed.h) that the matrices' QMatrix::packed point into; moving
+  // the struct keeps them valid. Empty when the ISA has no packed kernel for the model's types.
+  std::vector<std::vector<uint8_t>> packed;
+  size_t packed_bytes = 0;
 };
 
 // Finds tensors by name, checks their shapes and binds views; counts the bytes bound.
@@ -54,6 +58,12 @@ class TensorBinder {
   const formats::GgufFile& f_;
   size_t total_bytes_ = 0;
 };
+
+// Packs every layer matrix and the LM head whose type has a packed kernel on `isa` (the token
+// table keeps its GGUF layout for row lookups). With `release_source` (the tensors lie in a file
+// mapping) the kernel may drop the packed tensors' source pages from memory (re-read from the file
+// if anything touches them again), so the copies do not double the resident size.
+void pack_weights(ModelWeights* w, kernels::Isa isa, bool release_source);
 
 // token_embd, output (bound when present, else tied to token_embd) and output_norm.
 Status bind_embeddings_and_head(TensorBinder& b, const ModelConfig& c, ModelWeights* w);

@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/kernels.h"
+#include "kernels/packed.h"
 #include "kernels/ref/ref.h"
 
 namespace dspark::kernels {
@@ -66,6 +67,7 @@ const char* isa_name(Isa isa) {
 namespace {
 
 constexpr int64_t kRowGrain = 16;  // rows per work unit handed to threads
+static_assert(kRowGrain % 8 == 0, "packed kernels start at multiples of 8 rows");
 
 uint8_t* scratch(MatmulContext& ctx, size_t bytes) {
   if (ctx.act_scratch.size() < bytes + 64) ctx.act_scratch.resize(bytes + 64);
@@ -132,6 +134,10 @@ void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_toke
     std::memset(buf + (size_t)n_tokens * L.stride, 0, (size_t)(n_pad - n_tokens) * L.stride);
     for_rows(ctx, w.n_rows, [&](int64_t r0, int64_t r1) { cpu::gemm_amx(w, r0, r1, buf, L, n_tokens, y, ldy); });
     return;
+  }
+  if (w.packed && pack_supported(w.type, isa)) {
+    cpu::GemmFn packed = nullptr;
+    if (cpu::packed_kernels_avx2(w.type, &packed)) ks.gemm = packed;
   }
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   if (ks.quantize) {

@@ -1,0 +1,49 @@
+// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 matrix (layout: kernels/packed.h, cpu/cpu.h).
+#include "kernels/packed.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/status.h"
+
+namespace dspark::kernels {
+
+bool pack_supported(DType type, Isa isa) {
+  return isa == Isa::kAvx2 && (type == DType::Q8_0 || type == DType::Q4_1);
+}
+
+size_t packed_bytes(const QMatrix& w) {
+  const auto& info = dtype_info(w.type);
+  return (size_t)((w.n_rows + 7) / 8) * (size_t)(w.n_cols / info.block_elems) * 8 * info.block_bytes;
+}
+
+void pack_x8(const QMatrix& w, uint8_t* dst) {
+  DSPARK_CHECK(w.type == DType::Q8_0 || w.type == DType::Q4_1);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t nb = w.n_cols / 32, n_groups = (w.n_rows + 7) / 8;
+  const size_t bb = dtype_info(w.type).block_bytes, rec = 8 * bb;
+  for (int64_t g = 0; g < n_groups; ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = dst + (size_t)(g * nb + b) * rec;
+      for (int i = 0; i < 8; ++i) {
+        const int64_t r = std::min<int64_t>(8 * g + i, w.n_rows - 1);
+        const uint8_t* blk = base + (size_t)r * w.row_stride + (size_t)b * bb;
+        if (w.type == DType::Q8_0) {
+          // d[8] f16, then for k = 0..7: 32 bytes, row i's elements 4k..4k+3 at bytes 4i..4i+3.
+          std::memcpy(out + 2 * i, blk, 2);
+          for (int k = 0; k < 8; ++k) std::memcpy(out + 16 + 32 * k + 4 * i, blk + 2 + 4 * k, 4);
+        } else {
+          // d[8] f16, m[8] f16, then for j = 0..3: 32 bytes, byte 4i + e = element 4j + e of row i
+          // (low nibble) | element 16 + 4j + e (high nibble). Q4_1 stores element e (< 16) in the
+          // low nibble of qs[e] and element e + 16 in its high nibble.
+          std::memcpy(out + 2 * i, blk, 2);
+          std::memcpy(out + 16 + 2 * i, blk + 2, 2);
+          const uint8_t* qs = blk + 4;
+          for (int j = 0; j < 4; ++j)
+            for (int e = 0; e < 4; ++e) out[32 + 32 * j + 4 * i + e] = qs[4 * j + e];
+        }
+      }
+    }
+}
+
+}  // namespace dspark::kernels

@@ -1,0 +1,34 @@
+// Row-interleaved ("x8") copies of quantized weight matrices, made once at load for the AVX2
+// matmul (decode, verify windows and prefill).
+//
+// Why: the canonical kernel (cpu/gemm_impl.h) reads 8 rows as 8 separate streams and, per 32-element
+// block, transposes 8 vectors of partial sums into the 8 exact block sums. In the packed layout the
+// 8 rows' block b is one contiguous record whose 4-byte groups are interleaved by row, so one
+// multiply-add against a broadcast group of 4 activations yields the partial sums of all 8 rows in
+// their own lanes: no transpose, one sequential stream per thread. The exact int32 block sums and
+// the f32 steps after them are the canonical ones (cpu/cpu.h), so results are bitwise those of every
+// other path (tests/unit/kernels/test_packed.cpp).
+//
+// Layout (cpu/cpu.h has the per-type records): rows in groups of 8, the last group repeating its
+// last row; record (g, b) of group g and block b at offset (g * n_blocks + b) * 8 * block_bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace dspark::kernels {
+
+// True when matmul has a packed kernel for `type` on `isa`: AVX2 (without AVX-512 VNNI, whose
+// kernels are used as they are), Q8_0 and Q4_1.
+bool pack_supported(DType type, Isa isa);
+
+// Bytes of the packed copy: ceil(n_rows / 8) * (n_cols / 32) * 8 * block_bytes(type).
+size_t packed_bytes(const QMatrix& w);
+
+// Writes the packed copy of w (pack_supported type) to dst[packed_bytes(w)]. Portable code.
+void pack_x8(const QMatrix& w, uint8_t* dst);
+
+}  // namespace dspark::kernels
