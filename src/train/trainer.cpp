@@ -63,13 +63,16 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Model& 
   if (!cols) return cols.status();
   DraftInit init;
   if (o.qk_init) init.qk_norm = (float)std::pow((double)tc.head_dim, -0.25);
-  init.log_logit_scale = (float)std::log(o.logit_scale_init);
+  const float* out_norm = target.weights().output_norm;
+  double out_ss = 0;
+  for (int64_t e = 0; e < tc.n_embd; ++e) out_ss += (double)out_norm[e] * out_norm[e];
+  const double out_rms = std::sqrt(out_ss / (double)tc.n_embd);
+  const double ls_init = o.logit_scale_init > 0 ? o.logit_scale_init : kLogitScaleInitFraction * out_rms;
+  init.log_logit_scale = (float)std::log(ls_init);
   init.logit_scale_lr_mult = (float)o.logit_scale_lr_mult;
   if (o.norm_init == "target") {
-    const float* w = target.weights().output_norm;
-    double ss = 0;
-    for (int64_t e = 0; e < tc.n_embd; ++e) ss += (double)w[e] * w[e];
-    const double rms = std::sqrt(ss / (double)tc.n_embd);
+    const float* w = out_norm;
+    const double rms = out_rms;
     init.norm.resize((size_t)tc.n_embd);
     for (int64_t e = 0; e < tc.n_embd; ++e) init.norm[(size_t)e] = (float)(w[e] / rms);
   } else if (o.norm_init != "unit") {
