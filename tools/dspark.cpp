@@ -39,7 +39,7 @@ void usage(FILE* out) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     usage(stderr);
-    return dspark::tools::kExitBadInput;
+    return dspark::kExitBadInput;
   }
   const std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
@@ -49,5 +49,5 @@ int main(int argc, char** argv) {
   for (const Verb& v : kVerbs)
     if (cmd == v.name) return v.fn(argc, argv);
   std::fprintf(stderr, "dspark: unknown command '%s' (run dspark --help)\n", cmd.c_str());
-  return dspark::tools::kExitBadInput;
+  return dspark::kExitBadInput;
 }

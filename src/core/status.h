@@ -12,6 +12,9 @@
 
 namespace dspark {
 
+// Process exit code for bad input (flags, files, prompts) of the command-line verbs and harnesses.
+inline constexpr int kExitBadInput = 2;
+
 class Status {
  public:
   Status() = default;

@@ -21,7 +21,7 @@ inline constexpr int kMaxGamma = 64;      // largest accepted gamma (any drafter
 inline constexpr int kDefaultGamma = 5;   // gamma 0 for drafters without a block size
 
 struct SpecConfig {
-  std::string kind = "auto";        // a drafter kind (tools/drafter_factory.h registry) or auto: from `model`
+  std::string kind = "auto";        // a drafter kind (runtime/drafter_factory.h registry) or auto: from `model`
   std::string model;                // drafter GGUF or DSpark checkpoint directory ("" for ngram)
   int gamma = 0;                    // 0..kMaxGamma; 0 = the drafter's default
   double threshold = 0.0;           // DSpark: stop at the first slot whose confidence is below it; [0, 1]

@@ -11,8 +11,6 @@
 
 namespace dspark::tools {
 
-inline constexpr int kExitBadInput = 2;
-
 class Args {
  public:
   Args(std::string usage, std::string summary) : usage_(std::move(usage)), summary_(std::move(summary)) {}

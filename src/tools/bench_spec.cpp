@@ -7,12 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include "generate/generate.h"
-#include "tools/args.h"
-#include "tools/arm_run.h"
-#include "tools/progress.h"
-#include "tools/prompts.h"
+#include "eval/arm_run.h"
+#include "core/progress.h"
+#include "eval/prompts.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
+using namespace dspark::eval;     // arm runs, evaluation prompts
 
 namespace {
 

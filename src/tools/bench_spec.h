@@ -5,14 +5,14 @@
 
 #include <string>
 
-#include "tools/drafter_factory.h"
-#include "tools/prompts.h"
-#include "tools/registry.h"
+#include "runtime/drafter_factory.h"
+#include "eval/prompts.h"
+#include "runtime/registry.h"
 
 namespace dspark::tools {
 
 struct BenchSpecOptions {
-  std::string prompts = default_prompt_file();  // data/spec_bench_dev.jsonl (Spec-Bench dev)
+  std::string prompts = runtime::default_prompt_file();  // data/spec_bench_dev.jsonl (Spec-Bench dev)
   int64_t n_prompts = 26;      // sampled round-robin over categories
   int64_t n_gen = 128;
   bool chat = true;
@@ -22,6 +22,6 @@ struct BenchSpecOptions {
   sample::SamplerConfig sampler;  // seed: prompt i uses seed + i in both arms
 };
 
-int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm);
+int run_bench_spec(const BenchSpecOptions& opt, const runtime::LoadedModel& lm);
 
 }  // namespace dspark::tools

@@ -1,9 +1,11 @@
 #include "tools/spec_flags.h"
 
-#include "tools/draft_quant.h"
-#include "tools/registry.h"
+#include "runtime/draft_quant.h"
+#include "runtime/registry.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 void add_spec_flags(Args& args, SpecFlags* f, bool no_spec_flag) {
   for (const spec::SpecKey& k : spec::spec_keys()) {

@@ -11,7 +11,7 @@
 
 #include "spec/spec_config.h"
 #include "tools/args.h"
-#include "tools/drafter_factory.h"
+#include "runtime/drafter_factory.h"
 
 namespace dspark::tools {
 
@@ -40,7 +40,7 @@ std::optional<spec::SpecConfig> effective_spec(const SpecFlags& f, const std::st
 // directory), the drafter, and for the cost-aware schedule the target's verify-cost table for the
 // drafter's effective gamma (then the drafter again with it). `mounted` (optional) receives the
 // config as loaded and `verify_ms` the table.
-Result<DrafterBundle> mount_drafter(spec::SpecConfig c, int64_t n_ctx, const LoadedModel& target,
+Result<runtime::DrafterBundle> mount_drafter(spec::SpecConfig c, int64_t n_ctx, const runtime::LoadedModel& target,
                                     const std::string& cache_dir, ThreadPool* pool, spec::SpecConfig* mounted = nullptr,
                                     std::vector<double>* verify_ms = nullptr);
 

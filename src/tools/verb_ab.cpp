@@ -4,14 +4,17 @@
 #include <set>
 
 #include "core/threadpool.h"
-#include "tools/ab_run.h"
+#include "eval/ab_run.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
-#include "tools/registry.h"
+#include "runtime/registry.h"
 #include "tools/sampler_flags.h"
 #include "tools/verbs.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
+using namespace dspark::eval;     // A/B harness, bench --spec, held-out evaluation
 
 namespace {
 

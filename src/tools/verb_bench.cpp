@@ -16,11 +16,14 @@
 #include "tools/bench_spec.h"
 #include "tools/sampler_flags.h"
 #include "tools/spec_flags.h"
-#include "tools/loaded_model.h"
-#include "tools/progress.h"
+#include "runtime/loaded_model.h"
+#include "core/progress.h"
 #include "tools/verbs.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
+using namespace dspark::eval;     // A/B harness, bench --spec, held-out evaluation
 
 namespace {
 

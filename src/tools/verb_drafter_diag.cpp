@@ -8,13 +8,15 @@
 #include "core/threadpool.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
-#include "tools/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "tools/verbs.h"
 #include "train/checkpoint_params.h"
 #include "train/diagnose.h"
 #include "train/gemm.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 namespace {
 

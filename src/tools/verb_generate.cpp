@@ -13,11 +13,13 @@
 #include "tools/common_flags.h"
 #include "tools/sampler_flags.h"
 #include "tools/spec_flags.h"
-#include "tools/loaded_model.h"
-#include "tools/registry.h"
+#include "runtime/loaded_model.h"
+#include "runtime/registry.h"
 #include "tools/verbs.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 int verb_generate(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, chat_template, prompt, prompt_file;

@@ -11,11 +11,13 @@
 
 #include "core/sha256.h"
 #include "tools/args.h"
-#include "tools/progress.h"
-#include "tools/registry.h"
+#include "core/progress.h"
+#include "runtime/registry.h"
 #include "tools/verbs.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 namespace fs = std::filesystem;
 

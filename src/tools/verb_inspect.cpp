@@ -6,10 +6,12 @@
 #include "formats/gguf.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
-#include "tools/registry.h"
+#include "runtime/registry.h"
 #include "tools/verbs.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 int verb_inspect(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache;

@@ -10,12 +10,14 @@
 #include "quant/convert.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
-#include "tools/drafter_smoke.h"
-#include "tools/progress.h"
-#include "tools/registry.h"
+#include "runtime/drafter_smoke.h"
+#include "core/progress.h"
+#include "runtime/registry.h"
 #include "tools/verbs.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 int verb_quantize_drafter(int argc, char** argv) {
   std::string method = "affine", recipe, out, model_spec = "gemma3-270m", cache;
@@ -71,7 +73,7 @@ int verb_quantize_drafter(int argc, char** argv) {
   opt.target_lm_head = &embd;
   ThreadPool pool((int)threads);
   bool check_failed = false;
-  tools::SmokeResult smoke;
+  runtime::SmokeResult smoke;
   if (!no_check)
     opt.check = [&](const std::string& dir) {
       std::fprintf(stderr, "quantize-drafter: reloading %s against %s and drafting once\n", dir.c_str(), path->c_str());

@@ -15,15 +15,17 @@
 #include "tokenizer/chat_template.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
-#include "tools/loaded_model.h"
-#include "tools/progress.h"
-#include "tools/registry.h"
+#include "runtime/loaded_model.h"
+#include "core/progress.h"
+#include "runtime/registry.h"
 #include "tools/verbs.h"
 #include "train/prompts.h"
 #include "train/regen.h"
 #include "train/regen_ids.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include "quant/quant_config.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
-#include "tools/loaded_model.h"
-#include "tools/progress.h"
+#include "runtime/loaded_model.h"
+#include "core/progress.h"
 #include "tools/verbs.h"
 #include "train/checkpoint_params.h"
 #include "train/dataset.h"
@@ -25,6 +25,8 @@
 #include "train/sensitivity.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 namespace {
 

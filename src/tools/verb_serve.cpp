@@ -18,13 +18,15 @@
 #include "spec/drafter_dspark.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
-#include "tools/drafter_factory.h"
+#include "runtime/drafter_factory.h"
 #include "tools/spec_flags.h"
-#include "tools/loaded_model.h"
-#include "tools/registry.h"
+#include "runtime/loaded_model.h"
+#include "runtime/registry.h"
 #include "tools/verbs.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 namespace {
 

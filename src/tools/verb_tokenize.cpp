@@ -8,10 +8,12 @@
 #include "tokenizer/chat_template.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
-#include "tools/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "tools/verbs.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 int verb_tokenize(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, chat_template, prompt, prompt_file, detok;

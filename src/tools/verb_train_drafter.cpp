@@ -5,13 +5,16 @@
 #include "core/threadpool.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
-#include "tools/loaded_model.h"
-#include "tools/heldout_eval.h"
+#include "runtime/loaded_model.h"
+#include "eval/heldout_eval.h"
 #include "tools/verbs.h"
 #include "train/gemm.h"
 #include "train/trainer.h"
 
 namespace dspark::tools {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
+using namespace dspark::eval;     // A/B harness, bench --spec, held-out evaluation
 
 int verb_train_drafter(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, taps_s = "1,7,13";

@@ -1,4 +1,4 @@
-// The result of a held-out acceptance evaluation of an exported checkpoint (tools/heldout_eval.h
+// The result of a held-out acceptance evaluation of an exported checkpoint (eval/heldout_eval.h
 // runs it with the serving drafter; the trainer receives it through TrainerOptions::heldout, so the
 // training library does not depend on the speculative loop).
 #pragma once

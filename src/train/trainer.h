@@ -45,7 +45,7 @@ struct TrainerOptions {
   uint64_t seed = 1;
   int64_t log_every = 10, ckpt_every = 200;
   int64_t eval_seqs = 24;            // held-out greedy sequences per evaluation (0 = none)
-  // The held-out evaluation of an exported checkpoint directory (tools/heldout_eval.h: the serving
+  // The held-out evaluation of an exported checkpoint directory (eval/heldout_eval.h: the serving
   // drafter replaying T = 0 speculative decoding); unset = none. Its confidence logits also fit STS.
   std::function<Result<HeldoutResult>(const std::string& drafter_dir)> heldout;
   bool resume = false;

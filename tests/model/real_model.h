@@ -12,29 +12,29 @@
 #include <vector>
 
 #include "core/threadpool.h"
-#include "tools/loaded_model.h"
+#include "runtime/loaded_model.h"
 
 namespace dspark::testing {
 
 // The model named by environment variable `env`, loaded once; nullptr when the variable is unset.
-inline std::unique_ptr<tools::LoadedModel> load_env_model(const char* env) {
-  std::unique_ptr<tools::LoadedModel> out;
+inline std::unique_ptr<runtime::LoadedModel> load_env_model(const char* env) {
+  std::unique_ptr<runtime::LoadedModel> out;
   const char* path = std::getenv(env);
   if (!path || !*path) return out;
-  auto r = tools::load_model(path, "");
-  if (r.is_ok()) out = std::make_unique<tools::LoadedModel>(std::move(r).value());
+  auto r = runtime::load_model(path, "");
+  if (r.is_ok()) out = std::make_unique<runtime::LoadedModel>(std::move(r).value());
   else ADD_FAILURE() << env << "=" << path << " does not load: " << r.message();
   return out;
 }
 
-inline tools::LoadedModel* real_model() {
-  static std::unique_ptr<tools::LoadedModel> lm = load_env_model("DSPARK_MODEL");
+inline runtime::LoadedModel* real_model() {
+  static std::unique_ptr<runtime::LoadedModel> lm = load_env_model("DSPARK_MODEL");
   return lm.get();
 }
 
 // The second target, SmolLM2-135M-Instruct Q4_1 ($DSPARK_SMOLLM2_MODEL; scripts/test.sh sets it).
-inline tools::LoadedModel* real_smollm2() {
-  static std::unique_ptr<tools::LoadedModel> lm = load_env_model("DSPARK_SMOLLM2_MODEL");
+inline runtime::LoadedModel* real_smollm2() {
+  static std::unique_ptr<runtime::LoadedModel> lm = load_env_model("DSPARK_SMOLLM2_MODEL");
   return lm.get();
 }
 

@@ -16,7 +16,7 @@ constexpr double kMinIdenticalFraction = 0.40;
 constexpr double kMaxDivergenceMargin = 1.0;
 
 // dir: "" for the default model's goldens, "smollm2/" for tests/goldens/smollm2/.
-void check_greedy(const tools::LoadedModel& lm, const std::string& dir, double min_identical, double max_margin) {
+void check_greedy(const runtime::LoadedModel& lm, const std::string& dir, double min_identical, double max_margin) {
   const auto rows = read_jsonl(golden_path(dir + "greedy.jsonl"));
   ASSERT_GE(rows.size(), 32u) << "tests/goldens/" << dir << "greedy.jsonl";
   const auto& model = *lm.model;

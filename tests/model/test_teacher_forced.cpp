@@ -66,7 +66,7 @@ struct TfBounds {
   double max_mean_kl, min_top1, min_stable_top1;
 };
 
-void check_teacher_forced(const tools::LoadedModel& lm, const std::string& dir, const TfBounds& b) {
+void check_teacher_forced(const runtime::LoadedModel& lm, const std::string& dir, const TfBounds& b) {
   TeacherForced g;
   ASSERT_TRUE(read_golden(dir, &g)) << "cannot read tests/goldens/" << dir << "teacher_forced.bin";
   const auto& model = *lm.model;

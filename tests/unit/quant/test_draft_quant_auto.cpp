@@ -11,7 +11,7 @@
 #include "../model/tiny_gemma3.h"
 #include "quant/quant_config.h"
 #include "tiny_drafter.h"
-#include "tools/draft_quant.h"
+#include "runtime/draft_quant.h"
 
 namespace dspark::quant {
 namespace {
@@ -33,12 +33,12 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32})";
   ThreadPool pool(1);
 
-  auto none = tools::resolve_draft_quant(src, "none", **target, tmp.string(), &pool, rec);
+  auto none = runtime::resolve_draft_quant(src, "none", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(none.is_ok());
   EXPECT_EQ(*none, src);
 
   ::testing::internal::CaptureStderr();
-  auto a = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  auto a = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   const std::string err1 = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(a.is_ok()) << a.message();
   EXPECT_EQ(fs::path(*a), tmp / "drafter-auto-affine4g32");
@@ -49,7 +49,7 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   const auto written = fs::last_write_time(*a + "/model.safetensors");
 
   ::testing::internal::CaptureStderr();
-  auto b = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  auto b = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   const std::string err2 = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(b.is_ok());
   EXPECT_EQ(*b, *a);
@@ -57,16 +57,16 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   EXPECT_EQ(fs::last_write_time(*a + "/model.safetensors"), written) << "reused, not rewritten";
 
   // A quantized drafter loads as given; so does any drafter without a recommendation file.
-  auto q = tools::resolve_draft_quant(*a, "auto", **target, tmp.string(), &pool, rec);
+  auto q = runtime::resolve_draft_quant(*a, "auto", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(q.is_ok());
   EXPECT_EQ(*q, *a);
-  auto missing = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, (tmp / "none.json").string());
+  auto missing = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, (tmp / "none.json").string());
   EXPECT_FALSE(missing.is_ok()) << "a named recommendation file that does not exist is an error";
 
   // A rung that does not fit the drafter (group 128 > the 32-wide Markov table): loaded as given.
   std::ofstream(rec) << R"({"rung": "affine4g128", "method": "affine", "bits": 4, "group_size": 128})";
   ::testing::internal::CaptureStderr();
-  auto unfit = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  auto unfit = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   const std::string err3 = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(unfit.is_ok()) << unfit.message();
   EXPECT_EQ(*unfit, src);
@@ -74,10 +74,10 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   EXPECT_FALSE(fs::exists(tmp / "drafter-auto-affine4g128")) << "nothing half-written";
 
   std::ofstream(rec) << R"({"method": "affine"})";
-  auto bad = tools::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  auto bad = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.message().find("quant_auto.json"), std::string::npos) << bad.message();
-  EXPECT_FALSE(tools::resolve_draft_quant(src, "sometimes", **target, tmp.string(), &pool, rec).is_ok());
+  EXPECT_FALSE(runtime::resolve_draft_quant(src, "sometimes", **target, tmp.string(), &pool, rec).is_ok());
   fs::remove_all(tmp);
 }
 

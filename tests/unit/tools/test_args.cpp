@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "tools/args.h"
-#include "tools/registry.h"
+#include "runtime/registry.h"
 
 namespace dspark::tools {
 namespace {
@@ -58,14 +58,14 @@ TEST(Args, BadValuesNameTheFlag) {
 }
 
 TEST(Registry, ResolvesNamesAndPaths) {
-  EXPECT_NE(find_model("gemma3-270m"), nullptr);
-  auto missing = resolve_model_path("gemma3-270m", "/nonexistent-cache");
+  EXPECT_NE(runtime::find_model("gemma3-270m"), nullptr);
+  auto missing = runtime::resolve_model_path("gemma3-270m", "/nonexistent-cache");
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.message().find("dspark get gemma3-270m"), std::string::npos);
-  auto bad = resolve_model_path("/no/such/file.gguf", "/tmp");
+  auto bad = runtime::resolve_model_path("/no/such/file.gguf", "/tmp");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.message().find("no such file"), std::string::npos);
-  EXPECT_EQ(resolve_cache_dir("/x"), "/x");
+  EXPECT_EQ(runtime::resolve_cache_dir("/x"), "/x");
 }
 
 }  // namespace

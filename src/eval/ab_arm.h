@@ -7,9 +7,9 @@
 #include <string>
 
 #include "core/status.h"
-#include "tools/drafter_factory.h"
+#include "runtime/drafter_factory.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 struct ArmSpec {
   std::string name;        // label in tables and JSON
@@ -24,4 +24,4 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
 // Parses "NAME=SPEC" (NAME: letters, digits, '-', '_', '.'; not a SPEC key), or "serial" alone.
 Result<ArmSpec> parse_named_arm(const std::string& text);
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

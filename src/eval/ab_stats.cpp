@@ -1,4 +1,4 @@
-#include "tools/ab_stats.h"
+#include "eval/ab_stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "core/rng.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 namespace {
 
@@ -148,4 +148,4 @@ Verdict decide(const PairedStats& s, bool compare_acceptance, const VerdictRule&
   return v;
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

@@ -1,11 +1,11 @@
-#include "tools/heldout_eval.h"
+#include "eval/heldout_eval.h"
 
 #include <chrono>
 
 #include "core/f16.h"
 #include "spec/drafter_dspark.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 using train::Dataset;
 using train::HeldoutResult;
@@ -87,4 +87,4 @@ Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::
   return res;
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

@@ -1,4 +1,4 @@
-#include "tools/drafter_smoke.h"
+#include "runtime/drafter_smoke.h"
 
 #include <chrono>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "kernels/ops.h"
 #include "spec/drafter_dspark.h"
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 Result<SmokeResult> smoke_check_drafter(const std::string& dir, const model::Model& target, ThreadPool* pool) {
   spec::DSparkOptions opt;
@@ -46,4 +46,4 @@ Result<SmokeResult> smoke_check_drafter(const std::string& dir, const model::Mod
   return r;
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime

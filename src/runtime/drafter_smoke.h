@@ -10,7 +10,7 @@
 #include "core/threadpool.h"
 #include "model/model.h"
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 struct SmokeResult {
   std::vector<int32_t> tokens;  // drafted target ids
@@ -24,4 +24,4 @@ struct SmokeResult {
 // vocabulary and every base logit is finite.
 Result<SmokeResult> smoke_check_drafter(const std::string& dir, const model::Model& target, ThreadPool* pool);
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime

@@ -1,10 +1,10 @@
-#include "tools/registry.h"
+#include "runtime/registry.h"
 
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 const std::vector<RegistryEntry>& model_registry() {
   static const std::vector<RegistryEntry> kModels = {
@@ -86,4 +86,4 @@ std::string default_drafter_dir(const std::string& model_path) {
   return cfg.empty() ? "" : fs::path(cfg).parent_path().string();
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime

@@ -1,4 +1,4 @@
-#include "tools/prompts.h"
+#include "eval/prompts.h"
 
 #include <fstream>
 #include <map>
@@ -6,7 +6,7 @@
 
 #include "tokenizer/chat_template.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 Result<std::vector<Prompt>> load_prompts(const std::string& path, int64_t n) {
   std::ifstream in(path);
@@ -45,4 +45,4 @@ Result<std::vector<int32_t>> encode_prompt(const tokenizer::Tokenizer& tok, cons
   return tok.encode(*rendered, /*add_special=*/true, /*parse_special=*/true);
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

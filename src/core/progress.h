@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-namespace dspark::tools {
+namespace dspark {
 
 class ProgressBar {
  public:
@@ -62,4 +62,4 @@ class ProgressBar {
   std::string suffix_;
 };
 
-}  // namespace dspark::tools
+}  // namespace dspark

@@ -1,10 +1,12 @@
-#include "tools/arm_run.h"
+#include "eval/arm_run.h"
 
 #include <chrono>
 
 #include "spec/spec_decode.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 Result<ArmRun> run_arm(const LoadedModel& lm, model::Session& session, std::span<const int32_t> prompt,
                        const generate::GenerateParams& gp, DrafterBundle* drafter) {
@@ -28,4 +30,4 @@ Result<ArmRun> run_arm(const LoadedModel& lm, model::Session& session, std::span
   return run;
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

@@ -1,4 +1,4 @@
-#include "tools/draft_quant.h"
+#include "runtime/draft_quant.h"
 
 #include <unistd.h>
 
@@ -10,11 +10,11 @@
 #include "quant/convert.h"
 #include "dspark/dspark_model.h"
 #include "quant/quant_config.h"
-#include "tools/drafter_factory.h"
-#include "tools/drafter_smoke.h"
-#include "tools/registry.h"
+#include "runtime/drafter_factory.h"
+#include "runtime/drafter_smoke.h"
+#include "runtime/registry.h"
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 namespace fs = std::filesystem;
 
@@ -104,4 +104,4 @@ Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::
   return resolve_draft_quant(path, mode, target, cache_dir, pool);
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime

@@ -1,9 +1,9 @@
 // Arm specs of `dspark ab`: the accepted forms and one clear error per bad form.
 #include <gtest/gtest.h>
 
-#include "tools/ab_arm.h"
+#include "eval/ab_arm.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 namespace {
 
 TEST(AbArm, ParsesSerialAndDrafterSpecs) {
@@ -80,4 +80,4 @@ TEST(AbArm, NamedArms) {
 }
 
 }  // namespace
-}  // namespace dspark::tools
+}  // namespace dspark::eval

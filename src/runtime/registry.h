@@ -7,7 +7,7 @@
 
 #include "core/status.h"
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 struct RegistryEntry {
   std::string name;          // what users type: --model gemma3-270m
@@ -50,4 +50,4 @@ std::string find_shipped(const std::string& folder, const std::string& relative)
 // find_shipped does (the bare relative path when no root has it, so the error names it).
 std::string default_prompt_file();
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime

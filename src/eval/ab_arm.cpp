@@ -1,8 +1,10 @@
-#include "tools/ab_arm.h"
+#include "eval/ab_arm.h"
 
 #include <cctype>
 
-namespace dspark::tools {
+namespace dspark::eval {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 namespace {
 
@@ -53,4 +55,4 @@ Result<ArmSpec> parse_named_arm(const std::string& text) {
   return parse_arm_spec(name, text.substr(eq + 1));
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

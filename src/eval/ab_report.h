@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "sample/sampler.h"
-#include "tools/ab_arm.h"
-#include "tools/ab_stats.h"
+#include "eval/ab_arm.h"
+#include "eval/ab_stats.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 struct AbSettings {
   std::string model, prompts_file;
@@ -61,4 +61,4 @@ Status compare_arms(AbReport& report);
 nlohmann::json to_json(const AbReport& report);
 std::string to_markdown(const AbReport& report);
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

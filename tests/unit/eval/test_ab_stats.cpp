@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "core/rng.h"
-#include "tools/ab_stats.h"
+#include "eval/ab_stats.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 namespace {
 
 PromptRecord rec(int64_t tokens, double ms, int64_t drafted = 0, int64_t accepted = 0, int64_t rounds = 0) {
@@ -218,4 +218,4 @@ TEST(AbStats, VerdictWithASerialArmUsesTheSpeedRuleOnly) {
 }
 
 }  // namespace
-}  // namespace dspark::tools
+}  // namespace dspark::eval

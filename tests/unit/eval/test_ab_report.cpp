@@ -2,9 +2,9 @@
 // and the markdown tables.
 #include <gtest/gtest.h>
 
-#include "tools/ab_report.h"
+#include "eval/ab_report.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 namespace {
 
 PromptRecord rec(int64_t tokens, double ms, int64_t drafted, int64_t accepted, int64_t rounds) {
@@ -108,4 +108,4 @@ TEST(AbReport, NeedsTwoArms) {
 }
 
 }  // namespace
-}  // namespace dspark::tools
+}  // namespace dspark::eval

@@ -10,10 +10,10 @@
 #include "core/status.h"
 #include "generate/generate.h"
 #include "spec/telemetry.h"
-#include "tools/drafter_factory.h"
-#include "tools/loaded_model.h"
+#include "runtime/drafter_factory.h"
+#include "runtime/loaded_model.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 struct ArmRun {
   std::vector<int32_t> tokens;  // generated ids
@@ -23,7 +23,7 @@ struct ArmRun {
 };
 
 // drafter == nullptr: serial decoding. Loading (model, drafter) is never inside `ms`.
-Result<ArmRun> run_arm(const LoadedModel& lm, model::Session& session, std::span<const int32_t> prompt,
-                       const generate::GenerateParams& gp, DrafterBundle* drafter);
+Result<ArmRun> run_arm(const runtime::LoadedModel& lm, model::Session& session, std::span<const int32_t> prompt,
+                       const generate::GenerateParams& gp, runtime::DrafterBundle* drafter);
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

@@ -15,7 +15,7 @@
 
 #include "core/status.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 // One prompt under one arm, summed over repeats.
 struct PromptRecord {
@@ -91,4 +91,4 @@ Verdict decide(const PairedStats& s, bool compare_acceptance, const VerdictRule&
 // Linear-interpolation percentile of sorted data, q in [0, 1]; 0 for empty data.
 double percentile_sorted(std::span<const double> sorted, double q);
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

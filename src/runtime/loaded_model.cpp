@@ -1,11 +1,11 @@
-#include "tools/loaded_model.h"
+#include "runtime/loaded_model.h"
 
 #include <fstream>
 
 #include "tokenizer/vocab.h"
-#include "tools/registry.h"
+#include "runtime/registry.h"
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template) {
   auto path = resolve_model_path(spec, resolve_cache_dir(cache_flag));
@@ -35,4 +35,4 @@ size_t peak_rss_bytes() {
   return 0;
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime

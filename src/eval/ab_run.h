@@ -7,16 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "tools/ab_report.h"
-#include "tools/loaded_model.h"
-#include "tools/prompts.h"
-#include "tools/registry.h"
+#include "eval/ab_report.h"
+#include "runtime/loaded_model.h"
+#include "eval/prompts.h"
+#include "runtime/registry.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 struct AbOptions {
   std::vector<ArmSpec> arms;            // arm 0 = baseline A
-  std::string prompts = default_prompt_file();  // data/spec_bench_dev.jsonl (Spec-Bench dev)
+  std::string prompts = runtime::default_prompt_file();  // data/spec_bench_dev.jsonl (Spec-Bench dev)
   int64_t n_prompts = 0;                // 0 = every prompt in the file
   bool json = false;                    // stdout: one JSON object instead of markdown
   std::string markdown_path;            // also write the markdown here
@@ -27,6 +27,6 @@ struct AbOptions {
 };
 
 // Exit code: 0 every comparison passes, 1 one fails (or generation failed), 2 bad input.
-int run_ab(const AbOptions& opt, const LoadedModel& lm);
+int run_ab(const AbOptions& opt, const runtime::LoadedModel& lm);
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

@@ -16,9 +16,9 @@
 #include "sample/sampler.h"
 #include "spec/drafter.h"
 #include "spec/spec_config.h"
-#include "tools/loaded_model.h"
+#include "runtime/loaded_model.h"
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 // What a drafter needs besides its SpecConfig: the context it must hold and, for the cost-aware
 // schedule, the target's verify-cost table.
@@ -61,4 +61,4 @@ Status check_drafter_kind(const std::string& kind);
 Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
                                    ThreadPool* pool);
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime

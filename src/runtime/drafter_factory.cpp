@@ -1,4 +1,4 @@
-#include "tools/drafter_factory.h"
+#include "runtime/drafter_factory.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,7 @@
 #include "spec/drafter_model.h"
 #include "spec/drafter_ngram.h"
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 namespace fs = std::filesystem;
 
@@ -182,4 +182,4 @@ std::vector<double> measure_verify_ms(const model::Model& model, int n_max, Thre
   return v;
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime

@@ -11,7 +11,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 
 struct Prompt {
@@ -28,4 +28,4 @@ Result<std::vector<Prompt>> load_prompts(const std::string& path, int64_t n);
 Result<std::vector<int32_t>> encode_prompt(const tokenizer::Tokenizer& tok, const tokenizer::ChatTemplate& tmpl,
                                            const std::string& text, bool chat);
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

@@ -9,7 +9,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 struct LoadedModel {
   std::string path;
@@ -25,4 +25,4 @@ Result<LoadedModel> load_model(const std::string& spec, const std::string& cache
 // Peak resident set size of this process in bytes (VmHWM).
 size_t peak_rss_bytes();
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime

@@ -14,11 +14,11 @@
 #include "train/dataset.h"
 #include "train/heldout_result.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 // Runs up to max_seqs held-out greedy sequences (temperature 0 only). gamma 0 = block size.
 Result<train::HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::Model& target,
                                           const train::Dataset& ds, int64_t max_seqs, int gamma, float threshold,
                                           bool record_confidence, ThreadPool* pool);
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

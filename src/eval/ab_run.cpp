@@ -1,4 +1,4 @@
-#include "tools/ab_run.h"
+#include "eval/ab_run.h"
 
 #include <algorithm>
 #include <spawn.h>
@@ -12,14 +12,15 @@
 #include <memory>
 
 #include "core/threadpool.h"
-#include "tools/args.h"
-#include "tools/arm_run.h"
-#include "tools/draft_quant.h"
-#include "tools/progress.h"
+#include "eval/arm_run.h"
+#include "runtime/draft_quant.h"
+#include "core/progress.h"
 
 extern char** environ;
 
-namespace dspark::tools {
+namespace dspark::eval {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 namespace {
 
@@ -207,4 +208,4 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   return report.pass() ? 0 : 1;
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

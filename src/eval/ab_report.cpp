@@ -1,9 +1,11 @@
-#include "tools/ab_report.h"
+#include "eval/ab_report.h"
 
 #include <algorithm>
 #include <cstdio>
 
-namespace dspark::tools {
+namespace dspark::eval {
+
+using namespace dspark::runtime;  // registry, loaded model, drafter factory
 
 namespace {
 
@@ -217,4 +219,4 @@ std::string to_markdown(const AbReport& r) {
   return md;
 }
 
-}  // namespace dspark::tools
+}  // namespace dspark::eval

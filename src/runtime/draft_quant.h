@@ -18,7 +18,7 @@
 #include "core/threadpool.h"
 #include "model/model.h"
 
-namespace dspark::tools {
+namespace dspark::runtime {
 
 // The directory to load for `dir` under `mode` ("auto" | "none"); `cache_dir` = the dspark cache.
 // Only DSpark checkpoint directories are touched (kind "dspark", or "auto" detecting one).
@@ -31,4 +31,4 @@ Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::
                                             const model::Model& target, const std::string& cache_dir,
                                             ThreadPool* pool);
 
-}  // namespace dspark::tools
+}  // namespace dspark::runtime
