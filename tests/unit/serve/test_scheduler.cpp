@@ -203,13 +203,17 @@ TEST_F(SchedulerTiny, QueueBoundAndCancellation) {
     auto long2 = job(prompt_of(10, 4), 110, false);
     auto extra = job(prompt_of(10, 5), 5, false);
     ASSERT_EQ(s->submit(long1), Scheduler::Submit::kQueued);
-    // Wait until long1 occupies the slot, so long2 is the one queued job allowed.
-    for (int i = 0; i < 500 && s->state()["slots_busy"] == 0; ++i) std::this_thread::sleep_for(2ms);
+    // Wait until long1 occupies the slot (or already ended), so long2 is the one queued job allowed.
+    // Up to 10 s: under `ctest -j2` on 2 cores the scheduler thread can be starved for over a second.
+    for (int i = 0; i < 5000 && s->state()["slots_busy"] == 0 && !long1->is_finished(); ++i)
+      std::this_thread::sleep_for(2ms);
     ASSERT_EQ(s->submit(long2), Scheduler::Submit::kQueued);
     const auto extra_first = s->submit(extra);
+    // long2 first: cancelled while queued, it ends at its first step (the tiny model would finish
+    // all 110 tokens in the moment between long1's end and a later cancel).
+    long2->cancel = true;
     long1->cancel = true;
     wait(*long1);
-    long2->cancel = true;
     wait(*long2);
     if (!long1->cancelled) {  // finished before the probe was conclusive: try again
       if (extra_first == Scheduler::Submit::kQueued) wait(*extra);
