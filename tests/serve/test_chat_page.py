@@ -4,7 +4,9 @@ protocol (a minimal WebSocket client, standard library only). It opens /?q=...&n
 sends that message once the model is listed), waits for body[data-state=done], then checks the DOM
 (user bubble, streamed assistant text, the per-answer line with tok/s, tau and acceptance, the
 header naming the drafter) and saves a screenshot.
-Usage: test_chat_page.py DSPARK_BINARY [SCREENSHOT.png]. Exit 77 = skipped (no model / no chromium).
+Usage: test_chat_page.py DSPARK_BINARY [SCREENSHOT.png] [--smollm2]. The model is $DSPARK_MODEL, or
+$DSPARK_SMOLLM2_MODEL with --smollm2 (the second architecture, BPE tokenizer, ChatML template).
+Exit 77 = skipped (no model / no chromium).
 """
 import base64
 import json
@@ -86,12 +88,14 @@ def evaluate(ws, expr):
 
 
 def main():
-    binary = sys.argv[1]
-    shot = sys.argv[2] if len(sys.argv) > 2 else "chat_page.png"
-    model = os.environ.get("DSPARK_MODEL", "")
+    args = [a for a in sys.argv[1:] if a != "--smollm2"]
+    env = "DSPARK_SMOLLM2_MODEL" if "--smollm2" in sys.argv[1:] else "DSPARK_MODEL"
+    binary = args[0]
+    shot = args[1] if len(args) > 1 else "chat_page.png"
+    model = os.environ.get(env, "")
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if not model or not os.path.isfile(model):
-        print("skip: no model (DSPARK_MODEL)")
+        print(f"skip: no model ({env})")
         return SKIP
     if not browser:
         print("skip: chromium not installed")
