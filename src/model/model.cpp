@@ -209,18 +209,24 @@ void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std:
 
 // Scaled dot-product attention of the n planned rows against their sessions' caches (MQA/GQA);
 // numerics in kernels/attention.h. One job per (row, K/V head): heads sharing a K/V row read it once.
+// When there are fewer such jobs than threads (decode: one row, 1-3 K/V heads), each K/V head's query
+// heads are split into `split` parts so every thread works; a head's result does not depend on the
+// heads computed with it (tests/unit/kernels/test_attention.cpp), so the output is the same.
 void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
   const ModelConfig& c = config_;
   const int64_t hd = c.head_dim, q_dim = c.n_head * hd, group = c.n_head / c.n_head_kv;
+  const int64_t n_threads = w.pool ? w.pool->size() : 1, jobs = n * c.n_head_kv;
+  const int64_t split = std::min<int64_t>(group, std::max<int64_t>(1, (n_threads + jobs - 1) / jobs));
   auto job = [&](int ti, int nt) {
     float* scores = w.scores.data() + (size_t)ti * group * w.max_ctx;  // [group, max_ctx]
-    for (int64_t idx = ti; idx < n * c.n_head_kv; idx += nt) {
-      const int64_t t = idx / c.n_head_kv, g = idx % c.n_head_kv;
+    for (int64_t idx = ti; idx < jobs * split; idx += nt) {
+      const int64_t t = idx / (c.n_head_kv * split), g = idx / split % c.n_head_kv, part = idx % split;
+      const int64_t h0 = group * part / split, h1 = group * (part + 1) / split;  // query heads of this part
       const KvCache& kv = w.row_session[t]->kv_;
       const int64_t pos = w.row_pos[t], lo = kv.first_visible(il, pos);
-      kernels::attention_f16kv(w.mm.isa, w.q.data() + t * q_dim + g * group * hd, (int)group, hd,
-                               kv.view(il, g * hd), lo, pos - lo + 1, scores,
-                               w.attn.data() + t * q_dim + g * group * hd);
+      const int64_t q_off = t * q_dim + (g * group + h0) * hd;
+      kernels::attention_f16kv(w.mm.isa, w.q.data() + q_off, (int)(h1 - h0), hd, kv.view(il, g * hd), lo,
+                               pos - lo + 1, scores, w.attn.data() + q_off);
     }
   };
   if (w.pool) w.pool->run(job); else job(0, 1);

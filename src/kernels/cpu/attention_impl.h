@@ -80,11 +80,18 @@ struct AttentionImpl {
                   int64_t n_keys, float* scores, float* out) {
     alignas(64) float qh[dspark::kernels::kMaxAttnHeads * dspark::kernels::kMaxHeadDim];
     for (int64_t i = 0; i < n_q * hd; i += W) V::store(qh + i, V::round_f16(V::load(q + i)));
+    // Query heads sharing this K/V row in groups of up to 4, so each K/V row is read once per group
+    // (GQA groups of 3, as SmolLM2's, are one group). Each head's sums are its own: any grouping
+    // gives the same bits.
     int h = 0;
     for (; h + 4 <= n_q; h += 4) scores_group<4>(qh, h, hd, kv, first_pos, n_keys, scores);
-    for (; h < n_q; ++h) scores_group<1>(qh, h, hd, kv, first_pos, n_keys, scores);
+    if (n_q - h == 3) scores_group<3>(qh, h, hd, kv, first_pos, n_keys, scores);
+    else if (n_q - h == 2) scores_group<2>(qh, h, hd, kv, first_pos, n_keys, scores);
+    else if (n_q - h == 1) scores_group<1>(qh, h, hd, kv, first_pos, n_keys, scores);
     for (h = 0; h < n_q; ++h) softmax_f16(scores + h * n_keys, n_keys);
     for (h = 0; h + 4 <= n_q; h += 4) values_group<4>(scores, h, hd, kv, first_pos, n_keys, out);
-    for (; h < n_q; ++h) values_group<1>(scores, h, hd, kv, first_pos, n_keys, out);
+    if (n_q - h == 3) values_group<3>(scores, h, hd, kv, first_pos, n_keys, out);
+    else if (n_q - h == 2) values_group<2>(scores, h, hd, kv, first_pos, n_keys, out);
+    else if (n_q - h == 1) values_group<1>(scores, h, hd, kv, first_pos, n_keys, out);
   }
 };

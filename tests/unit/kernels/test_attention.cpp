@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -40,6 +41,32 @@ TEST(Attention, SimdMatchesReference) {
             ASSERT_NEAR(got[i], want[i], kTolAttnRel * scale + 1e-6f)
                 << isa_name(isa) << " hd " << hd << " n_q " << n_q << " n_keys " << n_keys << " i " << i;
         }
+      }
+    }
+  }
+}
+
+// Query heads are grouped so a K/V row is read once per group of up to 4; a head's result must not
+// depend on the grouping (n_q heads at once == each head alone, bitwise), or a GQA model's output
+// would change with its head count.
+TEST(Attention, HeadGroupingDoesNotChangeBits) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0, 1);
+  const int64_t hd = 64, n_keys = 37, capacity = 64, stride = hd;
+  std::vector<uint16_t> k(capacity * stride), v(capacity * stride);
+  for (auto& x : k) x = fp32_to_fp16(nd(rng));
+  for (auto& x : v) x = fp32_to_fp16(nd(rng));
+  const KvView view{k.data(), v.data(), capacity, stride};
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (isa > detect_isa()) continue;
+    for (int n_q : {2, 3, 5, 6, 7}) {
+      std::vector<float> q(n_q * hd);
+      for (auto& x : q) x = nd(rng) * 0.3f;
+      std::vector<float> s(n_q * n_keys), all(n_q * hd), one(hd), s1(n_keys);
+      attention_f16kv(isa, q.data(), n_q, hd, view, 5, n_keys, s.data(), all.data());
+      for (int h = 0; h < n_q; ++h) {
+        attention_f16kv(isa, q.data() + h * hd, 1, hd, view, 5, n_keys, s1.data(), one.data());
+        ASSERT_EQ(0, std::memcmp(one.data(), all.data() + h * hd, hd * 4)) << isa_name(isa) << " n_q " << n_q << " head " << h;
       }
     }
   }
