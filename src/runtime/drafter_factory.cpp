@@ -142,18 +142,23 @@ Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRunti
 std::vector<double> measure_verify_ms(const model::Model& model, int n_max, ThreadPool* pool) {
   using Clock = std::chrono::steady_clock;
   model::Session s(model, model::SessionOptions{.n_ctx = 128 + n_max + 8, .max_batch = 512}, pool);
+  // Arbitrary token ids inside the vocabulary (SmolLM2 has 49,152; ids past it made every forward
+  // fail and the roll-back abort).
+  const int64_t n_vocab = model.config().n_vocab;
   std::vector<int32_t> ctx(128);
-  for (size_t i = 0; i < ctx.size(); ++i) ctx[i] = 1000 + (int32_t)(i * 7919 % 200000);
+  for (size_t i = 0; i < ctx.size(); ++i) ctx[i] = (int32_t)((1000 + (int64_t)i * 7919) % n_vocab);
   const model::ForwardOptions all{model::LogitsMode::kAll, {}};
   // One 128-token prefill; each timed forward is rolled back (KV trim) so the next starts from the
-  // same 128-token context.
-  (void)model.forward(s, ctx, model::ForwardOptions{model::LogitsMode::kNone, {}});
+  // same 128-token context. The session is sized for these forwards, so they cannot fail.
+  Status st = model.forward(s, ctx, model::ForwardOptions{model::LogitsMode::kNone, {}});
+  DSPARK_CHECK(st.is_ok());
   auto time_n = [&](int n) {
     std::vector<double> t;
     std::vector<int32_t> toks(ctx.begin(), ctx.begin() + n);
     for (int r = 0; r < 4; ++r) {  // the first run warms this shape up and is not counted
       const auto t0 = Clock::now();
-      (void)model.forward(s, toks, all);
+      Status fs = model.forward(s, toks, all);
+      DSPARK_CHECK(fs.is_ok());
       if (r > 0) t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       s.kv().trim(n);
     }
