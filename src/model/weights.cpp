@@ -61,7 +61,6 @@ void pack_weights(ModelWeights* w, kernels::Isa isa, bool release_source) {
     std::vector<uint8_t> buf(kernels::packed_bytes(m));
     kernels::pack_x8(m, buf.data());
     m.packed = buf.data();
-    w->packed_bytes += buf.size();
     w->packed.push_back(std::move(buf));
     if (release_source) release_pages(m.data, m.row_stride * (size_t)m.n_rows);
   };

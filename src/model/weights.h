@@ -39,7 +39,6 @@ struct ModelWeights {
   // Row-interleaved copies (kernels/packed.h) that the matrices' QMatrix::packed point into; moving
   // the struct keeps them valid. Empty when the ISA has no packed kernel for the model's types.
   std::vector<std::vector<uint8_t>> packed;
-  size_t packed_bytes = 0;
 };
 
 // Finds tensors by name, checks their shapes and binds views; counts the bytes bound.

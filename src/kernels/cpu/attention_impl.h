@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention.h"
 
@@ -82,16 +83,19 @@ struct AttentionImpl {
     for (int64_t i = 0; i < n_q * hd; i += W) V::store(qh + i, V::round_f16(V::load(q + i)));
     // Query heads sharing this K/V row in groups of up to 4, so each K/V row is read once per group
     // (GQA groups of 3, as SmolLM2's, are one group). Each head's sums are its own: any grouping
-    // gives the same bits.
-    int h = 0;
-    for (; h + 4 <= n_q; h += 4) scores_group<4>(qh, h, hd, kv, first_pos, n_keys, scores);
-    if (n_q - h == 3) scores_group<3>(qh, h, hd, kv, first_pos, n_keys, scores);
-    else if (n_q - h == 2) scores_group<2>(qh, h, hd, kv, first_pos, n_keys, scores);
-    else if (n_q - h == 1) scores_group<1>(qh, h, hd, kv, first_pos, n_keys, scores);
-    for (h = 0; h < n_q; ++h) softmax_f16(scores + h * n_keys, n_keys);
-    for (h = 0; h + 4 <= n_q; h += 4) values_group<4>(scores, h, hd, kv, first_pos, n_keys, out);
-    if (n_q - h == 3) values_group<3>(scores, h, hd, kv, first_pos, n_keys, out);
-    else if (n_q - h == 2) values_group<2>(scores, h, hd, kv, first_pos, n_keys, out);
-    else if (n_q - h == 1) values_group<1>(scores, h, hd, kv, first_pos, n_keys, out);
+    // gives the same bits. pass(G-tag, h) runs one group of G heads starting at h.
+    auto groups = [n_q](auto&& pass) {
+      int h = 0;
+      for (; h + 4 <= n_q; h += 4) pass(std::integral_constant<int, 4>{}, h);
+      switch (n_q - h) {
+        case 3: pass(std::integral_constant<int, 3>{}, h); break;
+        case 2: pass(std::integral_constant<int, 2>{}, h); break;
+        case 1: pass(std::integral_constant<int, 1>{}, h); break;
+        default: break;
+      }
+    };
+    groups([&](auto g, int h) { scores_group<decltype(g)::value>(qh, h, hd, kv, first_pos, n_keys, scores); });
+    for (int h = 0; h < n_q; ++h) softmax_f16(scores + h * n_keys, n_keys);
+    groups([&](auto g, int h) { values_group<decltype(g)::value>(scores, h, hd, kv, first_pos, n_keys, out); });
   }
 };
