@@ -6,6 +6,7 @@
 #include <set>
 
 #include "kernels/ops.h"
+#include "kernels/packed.h"
 #include "quant/bind.h"
 
 namespace dspark::net {
@@ -41,7 +42,7 @@ void dspark_rms_norm(const float* x, const float* w, float* y, int64_t n, float 
 // ---- loading ---------------------------------------------------------------------------------
 
 Result<std::shared_ptr<const DSparkModel>> DSparkModel::load(const std::string& dir_in, const TargetShape& target,
-                                                             const TargetTables* tables) {
+                                                             const TargetTables* tables, const DSparkLoadOptions& opt) {
   std::string dir = dir_in.empty() ? "./" : dir_in;
   if (dir.back() != '/') dir += '/';
   const std::string cfg_file = dir + "config.json";
@@ -72,6 +73,14 @@ Result<std::shared_ptr<const DSparkModel>> DSparkModel::load(const std::string& 
   m->quant_ = std::move(qc.value());
   m->st_ = std::make_unique<formats::SafetensorsModel>(std::move(st.value()));
   DSPARK_RETURN_IF_ERROR(m->bind(target, tables));
+  if (opt.int8_matmuls) {
+    const kernels::Isa isa = kernels::detect_isa();
+    auto int8 = [&](quant::DraftMatrix& w) { w = quant::DraftMatrix::int8_copy(w, isa, &m->owned_); };
+    int8(m->w_.fc);
+    if (!m->w_.lm_head_from_target) int8(m->w_.lm_head);
+    for (DSparkLayer& L : m->w_.layers)
+      for (quant::DraftMatrix* w : {&L.wq, &L.wk, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) int8(*w);
+  }
   return std::shared_ptr<const DSparkModel>(std::move(m));
 }
 
@@ -174,7 +183,15 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
       for (int64_t j = 0; j < vd; ++j)
         std::memcpy(dst + (size_t)j * t.row_stride, static_cast<const uint8_t*>(t.data) + (size_t)w_.d2t[(size_t)j] * t.row_stride,
                     t.row_stride);
-      w_.lm_head = quant::DraftMatrix::dense(kernels::QMatrix{t.type, vd, t.n_cols, dst, t.row_stride});
+      kernels::QMatrix head{t.type, vd, t.n_cols, dst, t.row_stride};
+      // The target's big head is packed at its load (model/weights.h); this copy is packed the
+      // same way where the ISA has a packed kernel (bitwise the same products, faster).
+      if (const kernels::Isa isa = kernels::detect_isa(); kernels::pack_supported(t.type, isa)) {
+        owned_.emplace_back(new uint8_t[kernels::packed_bytes(head)]);
+        kernels::pack_x8(head, owned_.back().get());
+        head.packed = owned_.back().get();
+      }
+      w_.lm_head = quant::DraftMatrix::dense(head);
     }
   }
   (void)target;

@@ -101,12 +101,20 @@ struct DSparkScratch {
   std::vector<double> cos, sin;                // [γ, hd/2] RoPE tables of the current rows
 };
 
+// How the weights are held after loading.
+struct DSparkLoadOptions {
+  // fc, the layers' matrices and a drafter-owned LM head as 8-bit copies (DraftMatrix::int8_copy)
+  // for the integer matmul kernels: on CPUs without fast kernels for the 4-bit drafter formats
+  // (AVX2) this is the fast form (docs/RESULTS.md). Gather tables and the Markov head stay as given.
+  bool int8_matmuls = false;
+};
+
 class DSparkModel {
  public:
   // Opens `dir` (config.json + model.safetensors or an index), checks the pairing against the
   // target and binds every tensor. `tables` may be null when the drafter has its own tables.
   static Result<std::shared_ptr<const DSparkModel>> load(const std::string& dir, const TargetShape& target,
-                                                         const TargetTables* tables);
+                                                         const TargetTables* tables, const DSparkLoadOptions& opt = {});
 
   const DSparkConfig& config() const { return cfg_; }
   const DSparkWeights& weights() const { return w_; }

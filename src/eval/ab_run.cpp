@@ -145,7 +145,8 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
       spec::SpecConfig d = arm.spec.drafter;
       auto q = resolve_draft_quant_for(d.kind, d.model, d.quant, *lm.model, resolve_cache_dir(""), &pool);
       if (!q) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), q.message().c_str()); return kExitBadInput; }
-      d.model = *q;
+      d.model = q->dir;
+      d.quant = q->mode();
       DrafterRuntime rt{.n_ctx = set.n_ctx, .verify_ms = {}};
       if (d.schedule == "cost") rt.verify_ms = shared_verify_ms;
       auto b = make_drafter(d, rt, lm, &pool);

@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "kernels/packed.h"
+#include "kernels/ref/ref.h"
+
 namespace dspark::quant {
 
 DraftMatrix DraftMatrix::dense(const kernels::QMatrix& m) {
@@ -15,6 +18,29 @@ DraftMatrix DraftMatrix::quantized(QuantMatrix m) {
   d.quantized_ = true;
   d.quant_ = std::move(m);
   return d;
+}
+
+DraftMatrix DraftMatrix::int8_copy(const DraftMatrix& src, kernels::Isa isa,
+                                   std::vector<std::unique_ptr<uint8_t[]>>* owned) {
+  const bool float_dense = !src.quantized_ && (src.dense_.type == DType::F32 || src.dense_.type == DType::F16 ||
+                                               src.dense_.type == DType::BF16);
+  if (src.empty() || (!src.quantized_ && !float_dense) || src.n_cols() % 32 != 0) return src;
+  const int64_t rows = src.n_rows(), cols = src.n_cols();
+  const size_t stride = row_bytes(DType::Q8_0, cols);
+  owned->emplace_back(new uint8_t[(size_t)rows * stride]);
+  uint8_t* dst = owned->back().get();
+  std::vector<float> row((size_t)cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    src.dequantize_row(r, row.data());
+    kernels::quantize_row_ref(DType::Q8_0, row.data(), dst + (size_t)r * stride, cols);
+  }
+  kernels::QMatrix q{DType::Q8_0, rows, cols, dst, stride};
+  if (kernels::pack_supported(DType::Q8_0, isa)) {
+    owned->emplace_back(new uint8_t[kernels::packed_bytes(q)]);
+    kernels::pack_x8(q, owned->back().get());
+    q.packed = owned->back().get();
+  }
+  return dense(q);
 }
 
 void DraftMatrix::matmul(kernels::MatmulContext& ctx, const float* x, int64_t n_tokens, float* y, int64_t ldy) const {

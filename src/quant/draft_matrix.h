@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@ class DraftMatrix {
   DraftMatrix() = default;
   static DraftMatrix dense(const kernels::QMatrix& m);
   static DraftMatrix quantized(QuantMatrix m);
+  // An 8-bit copy for the integer matmul kernels: every row (dequantized to f32 in the original
+  // basis) rounded to Q8_0 blocks, with the row-interleaved copy (kernels/packed.h) where `isa`
+  // has a packed Q8_0 kernel. Storage goes to `owned`. Returns `src` unchanged when it is already
+  // an integer-kernel type (Q8_0, Q4_x, K-quants) or its width is not a multiple of 32.
+  // Products change by the rounding of weights and activations to 8 bits (drafter-side only).
+  static DraftMatrix int8_copy(const DraftMatrix& src, kernels::Isa isa,
+                               std::vector<std::unique_ptr<uint8_t[]>>* owned);
 
   bool empty() const { return !quantized_ && !dense_.data; }
   bool is_quantized() const { return quantized_; }

@@ -23,28 +23,48 @@ namespace {
 bool dir_writable(const fs::path& d) { return ::access(d.c_str(), W_OK) == 0; }
 
 Status check_quant_mode(const std::string& mode) {
-  if (mode == "auto" || mode == "none") return Status::ok();
-  return Status::error("--draft-quant must be auto or none, got '" + mode + "'");
+  if (mode == "auto" || mode == "none" || mode == "int8") return Status::ok();
+  return Status::error("--draft-quant must be auto, none or int8, got '" + mode + "'");
+}
+
+Result<kernels::Isa> isa_named(const std::string& name, const std::string& where) {
+  if (name == "scalar") return kernels::Isa::kScalar;
+  if (name == "avx2") return kernels::Isa::kAvx2;
+  if (name == "avx512") return kernels::Isa::kAvx512;
+  return Status::error(where + ": field 'min_isa' must be scalar, avx2 or avx512, got '" + name + "'");
 }
 
 }  // namespace
 
-Result<std::string> resolve_draft_quant(const std::string& dir, const std::string& mode, const model::Model& target,
-                                        const std::string& cache_dir, ThreadPool* pool,
-                                        const std::string& recommendation) {
+Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::string& mode,
+                                             const model::Model& target, const std::string& cache_dir,
+                                             ThreadPool* pool, const std::string& recommendation) {
   DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
-  if (mode == "none") return dir;
-  auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());
-  if (!qc) return qc.status();
-  if (qc->present) return dir;  // already quantized
+  const DraftQuantChoice as_given{dir, false};
+  if (mode == "none") return as_given;
+  if (mode == "int8") return DraftQuantChoice{dir, true};
   const std::string rec_path = recommendation.empty() ? find_in_drafters("quant_auto.json") : recommendation;
-  if (rec_path.empty()) return dir;
+  if (rec_path.empty()) return as_given;
   std::ifstream in(rec_path);
   if (!in) return Status::error(rec_path + ": cannot open");
   const auto rec = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (rec.is_discarded() || !rec.contains("rung") || !rec["rung"].is_string())
-    return Status::error(rec_path + ": expected {\"rung\": NAME, \"method\", \"bits\", \"group_size\"[, \"recipe\"]}");
+    return Status::error(rec_path + ": expected {\"rung\": NAME, \"method\", \"bits\", \"group_size\"[, \"recipe\"][, \"min_isa\"]}");
   const std::string rung = rec["rung"].get<std::string>();
+  if (rec.contains("min_isa")) {
+    if (!rec["min_isa"].is_string()) return Status::error(rec_path + ": field 'min_isa' must be a string");
+    auto need = isa_named(rec["min_isa"].get<std::string>(), rec_path);
+    if (!need) return need.status();
+    if (kernels::detect_isa() < *need) {
+      std::fprintf(stderr, "draft-quant auto: the %s kernels need %s, this CPU lacks it: %s is loaded with 8-bit matmul "
+                           "weights in memory instead (--draft-quant none for the checkpoint as given)\n",
+                   rung.c_str(), rec["min_isa"].get<std::string>().c_str(), dir.c_str());
+      return DraftQuantChoice{dir, true};
+    }
+  }
+  auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());
+  if (!qc) return qc.status();
+  if (qc->present) return as_given;  // already quantized
   quant::ConvertOptions opt;
   opt.src_dir = dir;
   opt.defaults.method = rec.value("method", "affine") == "turbo" ? quant::Method::kTurbo : quant::Method::kAffine;
@@ -62,7 +82,7 @@ Result<std::string> resolve_draft_quant(const std::string& dir, const std::strin
   if (fs::exists(out / "config.json", ec)) {
     std::fprintf(stderr, "draft-quant auto: using %s (%s of %s, converted earlier; --draft-quant none for the original)\n",
                  out.c_str(), rung.c_str(), dir.c_str());
-    return out.string();
+    return DraftQuantChoice{out.string(), false};
   }
   fs::create_directories(out.parent_path(), ec);
   opt.out_dir = out.string();
@@ -77,30 +97,30 @@ Result<std::string> resolve_draft_quant(const std::string& dir, const std::strin
   auto rep = quant::quantize_checkpoint(opt);
   if (!rep) {  // best effort: a drafter the rung does not fit (shapes, formats) loads as given
     std::fprintf(stderr, "draft-quant auto: not converted (%s); loading %s as given\n", rep.message().c_str(), dir.c_str());
-    return dir;
+    return as_given;
   }
   std::fprintf(stderr, "draft-quant auto: wrote %s (%.2f MB -> %.2f MB, %.2f bpw); reused next time\n", out.c_str(),
                (double)rep->bytes_before / 1e6, (double)rep->bytes_after / 1e6, rep->bpw_quantized);
-  return out.string();
+  return DraftQuantChoice{out.string(), false};
 }
 
-Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::string& path, const std::string& mode,
-                                            const model::Model& target, const std::string& cache_dir,
-                                            ThreadPool* pool) {
+Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
+                                                 const std::string& mode, const model::Model& target,
+                                                 const std::string& cache_dir, ThreadPool* pool) {
   DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
-  if (path.empty() || mode == "none" || (kind != "auto" && kind != "dspark" && !kind.empty())) return path;
+  const DraftQuantChoice as_given{path, false};
+  if (path.empty() || mode == "none" || (kind != "auto" && kind != "dspark" && !kind.empty())) return as_given;
   auto k = detect_draft_kind(path);
-  if (!k || *k != "dspark") return path;  // errors are reported by make_drafter
-  // Already quantized: nothing to do (cheap check first). Otherwise only a drafter that loads
-  // against this target is converted (make_drafter reports the rest).
-  if (auto qc = quant::read_quant_config((fs::path(path) / "config.json").string()); !qc || qc->present) return path;
+  if (!k || *k != "dspark") return as_given;  // errors are reported by make_drafter
+  if (mode == "int8") return DraftQuantChoice{path, true};
+  // Only a drafter that loads against this target is converted (make_drafter reports the rest).
   const model::ModelConfig& tc = target.config();
   net::TargetTables tables;
   tables.embed = target.weights().token_embd;
   tables.lm_head = target.weights().output;
   tables.n_vocab = tc.n_vocab;
   tables.n_embd = tc.n_embd;
-  if (!net::DSparkModel::load(path, net::target_shape(tc), &tables)) return path;
+  if (!net::DSparkModel::load(path, net::target_shape(tc), &tables)) return as_given;
   return resolve_draft_quant(path, mode, target, cache_dir, pool);
 }
 

@@ -8,7 +8,11 @@
 //         <cache>/drafters/), reloaded and drafted once before it is renamed into place, and reused
 //         on later runs. A quantized checkpoint, a drafter that does not load against the target,
 //         one the rung does not fit (e.g. a dimension not a multiple of the group), or no
-//         recommendation file: loads as given.
+//         recommendation file: loads as given. When the recommendation names a `min_isa` this CPU
+//         lacks (the 4-bit kernels are fast only with AVX-512; on AVX2 they are slower than the
+//         checkpoint's own bf16, docs/RESULTS.md 2026-12-02), auto means int8 instead;
+//   int8  the checkpoint as given on disk; its matmul weights are held as 8-bit (Q8_0) copies in
+//         memory for the integer kernels (net::DSparkLoadOptions::int8_matmuls).
 // Says on stderr what it did.
 #pragma once
 
@@ -20,15 +24,22 @@
 
 namespace dspark::runtime {
 
-// The directory to load for `dir` under `mode` ("auto" | "none"); `cache_dir` = the dspark cache.
+// What to load: the checkpoint directory and whether its matmul weights become int8 copies.
+struct DraftQuantChoice {
+  std::string dir;
+  bool int8 = false;
+  std::string mode() const { return int8 ? "int8" : "none"; }  // the SpecConfig::quant that loads `dir` so
+};
+
+// The choice for `dir` under `mode` ("auto" | "none" | "int8"); `cache_dir` = the dspark cache.
 // Only DSpark checkpoint directories are touched (kind "dspark", or "auto" detecting one).
 // `recommendation` = the quant_auto.json to use ("" = drafters/quant_auto.json of the install).
-Result<std::string> resolve_draft_quant(const std::string& dir, const std::string& mode, const model::Model& target,
-                                        const std::string& cache_dir, ThreadPool* pool,
-                                        const std::string& recommendation = "");
-// The same for a drafter flag pair (--draft-kind, --draft-model): other kinds pass through.
-Result<std::string> resolve_draft_quant_for(const std::string& kind, const std::string& path, const std::string& mode,
-                                            const model::Model& target, const std::string& cache_dir,
-                                            ThreadPool* pool);
+Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::string& mode,
+                                             const model::Model& target, const std::string& cache_dir,
+                                             ThreadPool* pool, const std::string& recommendation = "");
+// The same for a drafter flag pair (--draft-kind, --draft-model): other kinds pass through as given.
+Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
+                                                 const std::string& mode, const model::Model& target,
+                                                 const std::string& cache_dir, ThreadPool* pool);
 
 }  // namespace dspark::runtime

@@ -69,6 +69,7 @@ struct DSparkOptions {
   // backbone, when a backbone pass pays (cost-aware schedule) or has already run.
   bool copy_first = false;
   CopyHeadConfig copy_cfg;
+  bool int8_matmuls = false;  // load: DSparkLoadOptions::int8_matmuls
 };
 
 class DSparkDrafter : public Drafter {

@@ -27,7 +27,7 @@ struct SpecConfig {
   double threshold = 0.0;           // DSpark: stop at the first slot whose confidence is below it; [0, 1]
   std::string schedule = "fixed";   // DSpark draft length: fixed (gamma / threshold) | cost (Algorithm 1)
   std::string copy = "auto";        // DSpark copy head: auto (as the config says) | on | off | only | first
-  std::string quant = "auto";       // DSpark checkpoint: auto (the recommended quantized rung) | none (as given)
+  std::string quant = "auto";       // DSpark checkpoint: auto | none (as given) | int8 (runtime/draft_quant.h)
 
   bool operator==(const SpecConfig&) const = default;
 };

@@ -49,7 +49,8 @@ Result<DrafterBundle> mount_drafter(spec::SpecConfig c, int64_t n_ctx, const Loa
                                     std::vector<double>* verify_ms) {
   auto q = resolve_draft_quant_for(c.kind, c.model, c.quant, *target.model, cache_dir, pool);
   if (!q) return q.status();
-  c.model = *q;
+  c.model = q->dir;
+  c.quant = q->mode();  // what was chosen, for the slots a server mounts from `mounted`
   DrafterRuntime rt{.n_ctx = n_ctx, .verify_ms = {}};
   auto b = make_drafter(c, rt, target, pool);
   if (!b) return b.status();

@@ -1,7 +1,8 @@
 // --draft-quant auto: an unquantized drafter is converted once to the recommended rung beside its
 // source (through the converter's staging folder + reload check) and reused afterwards; `none`,
-// an already quantized drafter and a missing recommendation load the checkpoint as given; a bad
-// recommendation file is an error naming it.
+// an already quantized drafter and a missing recommendation load the checkpoint as given; `int8`,
+// and auto on a CPU below the recommendation's min_isa, load it as given with int8 matmul copies; a
+// bad recommendation file is an error naming it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -35,31 +36,39 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
 
   auto none = runtime::resolve_draft_quant(src, "none", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(none.is_ok());
-  EXPECT_EQ(*none, src);
+  EXPECT_EQ(none->dir, src);
+  EXPECT_FALSE(none->int8);
+  auto int8 = runtime::resolve_draft_quant(src, "int8", **target, tmp.string(), &pool, rec);
+  ASSERT_TRUE(int8.is_ok());
+  EXPECT_EQ(int8->dir, src);
+  EXPECT_TRUE(int8->int8);
+  EXPECT_EQ(int8->mode(), "int8");
 
   ::testing::internal::CaptureStderr();
   auto a = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   const std::string err1 = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(a.is_ok()) << a.message();
-  EXPECT_EQ(fs::path(*a), tmp / "drafter-auto-affine4g32");
+  EXPECT_EQ(fs::path(a->dir), tmp / "drafter-auto-affine4g32");
+  EXPECT_FALSE(a->int8);
   EXPECT_NE(err1.find("converting"), std::string::npos) << err1;
-  auto qc = read_quant_config(*a + "/config.json");
+  auto qc = read_quant_config(a->dir + "/config.json");
   ASSERT_TRUE(qc.is_ok());
   EXPECT_TRUE(qc->present);
-  const auto written = fs::last_write_time(*a + "/model.safetensors");
+  const auto written = fs::last_write_time(a->dir + "/model.safetensors");
 
   ::testing::internal::CaptureStderr();
   auto b = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   const std::string err2 = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(b.is_ok());
-  EXPECT_EQ(*b, *a);
+  EXPECT_EQ(b->dir, a->dir);
   EXPECT_NE(err2.find("converted earlier"), std::string::npos) << err2;
-  EXPECT_EQ(fs::last_write_time(*a + "/model.safetensors"), written) << "reused, not rewritten";
+  EXPECT_EQ(fs::last_write_time(a->dir + "/model.safetensors"), written) << "reused, not rewritten";
 
   // A quantized drafter loads as given; so does any drafter without a recommendation file.
-  auto q = runtime::resolve_draft_quant(*a, "auto", **target, tmp.string(), &pool, rec);
+  auto q = runtime::resolve_draft_quant(a->dir, "auto", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(q.is_ok());
-  EXPECT_EQ(*q, *a);
+  EXPECT_EQ(q->dir, a->dir);
+  EXPECT_FALSE(q->int8);
   auto missing = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, (tmp / "none.json").string());
   EXPECT_FALSE(missing.is_ok()) << "a named recommendation file that does not exist is an error";
 
@@ -69,9 +78,34 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   auto unfit = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   const std::string err3 = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(unfit.is_ok()) << unfit.message();
-  EXPECT_EQ(*unfit, src);
+  EXPECT_EQ(unfit->dir, src);
   EXPECT_NE(err3.find("not converted"), std::string::npos) << err3;
   EXPECT_FALSE(fs::exists(tmp / "drafter-auto-affine4g128")) << "nothing half-written";
+
+  // min_isa: a CPU that has it converts (scalar: every CPU); one that lacks it loads the
+  // checkpoint as given with int8 matmul copies, and says so.
+  std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "scalar"})";
+  auto low = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  ASSERT_TRUE(low.is_ok()) << low.message();
+  EXPECT_EQ(low->dir, a->dir);
+  EXPECT_FALSE(low->int8);
+  std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "avx512"})";
+  ::testing::internal::CaptureStderr();
+  auto high = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  const std::string err4 = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(high.is_ok()) << high.message();
+  if (kernels::detect_isa() < kernels::Isa::kAvx512) {
+    EXPECT_EQ(high->dir, src);
+    EXPECT_TRUE(high->int8);
+    EXPECT_NE(err4.find("need avx512"), std::string::npos) << err4;
+  } else {
+    EXPECT_EQ(high->dir, a->dir);
+    EXPECT_FALSE(high->int8);
+  }
+  std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "avx9"})";
+  auto bad_isa = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  ASSERT_FALSE(bad_isa.is_ok());
+  EXPECT_NE(bad_isa.message().find("min_isa"), std::string::npos) << bad_isa.message();
 
   std::ofstream(rec) << R"({"method": "affine"})";
   auto bad = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
