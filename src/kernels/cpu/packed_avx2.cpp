@@ -2,7 +2,9 @@
 // of a group. For each 4-element group k of a block, vpmaddubsw of the 8 rows' 4 weights (32 bytes)
 // against the token's 4 activations broadcast gives each row's pair sums in its own lane, so the
 // exact int32 block sums need no transpose; the f32 steps are the canonical ones (cpu.h), bitwise
-// equal to qrows8 and the scalar kernels.
+// equal to qrows8 and the scalar kernels. Work is done in register tiles of row groups x tokens
+// (compile-time sizes, so accumulators never spill): a record's weights are loaded and unpacked once
+// for every token of the tile, and the tile's independent FMA chains hide the latency of each one.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -13,8 +15,6 @@
 
 namespace dspark::kernels::cpu {
 namespace {
-
-constexpr int64_t kTokGroup = 16;  // tokens per pass over a row block
 
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -27,92 +27,129 @@ inline __m256i bcast4(const uint8_t* p) {  // 4 activation bytes into every 32-b
 // Q4_1 record: d[8] f16, m[8] f16, 4 x 32 bytes of nibble pairs (element 4j+e low, 16+4j+e high).
 struct PackQ4_1 {
   static constexpr size_t kRec = 160;
-  struct W { __m256i q[8]; __m256 d, m; };  // q[k]: rows' elements 4k..4k+3 as uint8 0..15
-  static void load(const uint8_t* p, W& w) {
+  // Exact block sums of the 8 rows against NT tokens' 32 activations a[t] (int8), the weights
+  // loaded and unpacked once for all tokens. |pair| <= 2 * 15 * 127, so the eight pair sums of a
+  // token stay within int16 (in any order: integer adds are exact) before the one vpmaddwd.
+  template <int NT>
+  static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    __m256i s[NT];
     for (int j = 0; j < 4; ++j) {
-      const __m256i raw = load256(p + 32 + 32 * j);
-      w.q[j] = _mm256_and_si256(raw, lo4);
-      w.q[4 + j] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+      const __m256i raw = load256(rec + 32 + 32 * j);
+      const __m256i lo = _mm256_and_si256(raw, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(a[t] + 4 * j)),
+                                           _mm256_maddubs_epi16(hi, bcast4(a[t] + 16 + 4 * j)));
+        s[t] = j == 0 ? p : _mm256_add_epi16(s[t], p);
+      }
     }
-    w.d = load_f16x8(p);
-    w.m = load_f16x8(p + 16);
+    for (int t = 0; t < NT; ++t) is[t] = _mm256_madd_epi16(s[t], _mm256_set1_epi16(1));
   }
-  // Exact block sums of the 8 rows with the 32 activations a (int8). |pair| <= 2 * 15 * 127, so
-  // eight pair sums stay within int16 before the one widening vpmaddwd.
-  static __m256i isum(const W& w, const uint8_t* a) {
-    __m256i s = _mm256_maddubs_epi16(w.q[0], bcast4(a));
-    for (int k = 1; k < 8; ++k) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w.q[k], bcast4(a + 4 * k)));
-    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
-  }
-  static __m256 step(__m256 A, const W& w, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
+  static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
     const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
     const float sa = reinterpret_cast<const float*>(act + L.off_s)[b];
-    A = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(w.d, _mm256_set1_ps(da)), A);
-    return _mm256_fmadd_ps(w.m, _mm256_set1_ps(sa), A);
+    A = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(load_f16x8(rec), _mm256_set1_ps(da)), A);
+    return _mm256_fmadd_ps(load_f16x8(rec + 16), _mm256_set1_ps(sa), A);
   }
 };
 
 // Q8_0 record: d[8] f16, 8 x 32 bytes (rows' elements 4k..4k+3, int8).
 struct PackQ8_0 {
   static constexpr size_t kRec = 272;
-  struct W { const uint8_t* q; __m256 d; };
-  static void load(const uint8_t* p, W& w) {
-    w.q = p + 16;
-    w.d = load_f16x8(p);
-  }
   // Signed x signed via the sign trick; |pair| <= 2 * 127 * 127 fits int16, widened every step.
-  static __m256i isum(const W& w, const uint8_t* a) {
+  template <int NT>
+  static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
     const __m256i one = _mm256_set1_epi16(1);
-    __m256i s = _mm256_setzero_si256();
     for (int k = 0; k < 8; ++k) {
-      const __m256i q = load256(w.q + 32 * k);
-      const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(bcast4(a + 4 * k), q));
-      s = _mm256_add_epi32(s, _mm256_madd_epi16(p, one));
+      const __m256i q = load256(rec + 16 + 32 * k), aq = _mm256_sign_epi8(q, q);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(bcast4(a[t] + 4 * k), q)), one);
+        is[t] = k == 0 ? p : _mm256_add_epi32(is[t], p);
+      }
     }
-    return s;
   }
-  static __m256 step(__m256 A, const W& w, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
+  static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
     const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(w.d, _mm256_set1_ps(da)), A);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(load_f16x8(rec), _mm256_set1_ps(da)), A);
   }
 };
 
-// Rows [r0, r1) x all tokens: tokens in groups of kTokGroup (their accumulators stay in registers /
-// L1), rows in blocks of about kRowBlockBytes of packed weights so that a block stays in L2 while
-// every token group passes over it (prefill); decode and verify windows are one group.
+// RG row groups (8 rows each, starting at row r) x NT tokens (activation rows a0 + t * stride),
+// all blocks: RG * NT accumulators in registers (compile-time counts). Each row's blocks are
+// accumulated in order 0..nb-1 with the canonical f32 steps, so grouping changes no bit; several
+// groups or tokens give the out-of-order core independent FMA chains (one chain is latency-bound).
+template <class P, int RG, int NT>
+void tile(const QMatrix& wm, int64_t r, int64_t r1, const uint8_t* a0, const ActLayout& L, int64_t t0, float* y,
+          int64_t ldy) {
+  const int64_t nb = wm.n_cols / 32;
+  const size_t group_bytes = (size_t)nb * P::kRec;
+  const uint8_t* g0 = wm.packed + (size_t)(r / 8) * group_bytes;
+  const uint8_t* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = a0 + (size_t)t * L.stride;
+  __m256 A[RG][NT];
+  for (int g = 0; g < RG; ++g)
+    for (int t = 0; t < NT; ++t) A[g][t] = _mm256_setzero_ps();
+  const uint8_t* ab[NT];
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int t = 0; t < NT; ++t) ab[t] = a[t] + 32 * b;
+    for (int g = 0; g < RG; ++g) {
+      const uint8_t* rec = g0 + (size_t)g * group_bytes + (size_t)b * P::kRec;
+      __m256i is[NT];
+      P::template isum<NT>(rec, ab, is);
+      for (int t = 0; t < NT; ++t) A[g][t] = P::step(A[g][t], rec, is[t], a[t], L, b);
+    }
+  }
+  alignas(32) float out[8];
+  for (int g = 0; g < RG; ++g) {
+    const int nr = (int)std::min<int64_t>(8, r1 - (r + 8 * g));
+    for (int t = 0; t < NT; ++t) {
+      _mm256_store_ps(out, A[g][t]);
+      for (int i = 0; i < nr; ++i) y[(t0 + t) * ldy + r + 8 * g + i] = out[i];
+    }
+  }
+}
+
+// Rows [rb, re) x tokens [t0, t0 + NT), NT <= 4: row groups RG at a time (then singly), so that
+// RG * NT (3 or 4) accumulator chains are in flight.
+template <class P, int RG, int NT>
+void rows_x_tokens(const QMatrix& wm, int64_t rb, int64_t re, const uint8_t* a0, const ActLayout& L, int64_t t0,
+                   float* y, int64_t ldy) {
+  int64_t r = rb;
+  for (; r + 8 * RG <= re; r += 8 * RG) tile<P, RG, NT>(wm, r, re, a0, L, t0, y, ldy);
+  for (; r < re; r += 8) tile<P, 1, NT>(wm, r, re, a0, L, t0, y, ldy);
+}
+
+template <class P>
+void token_chunk(const QMatrix& wm, int64_t rb, int64_t re, const uint8_t* a0, const ActLayout& L, int64_t t0,
+                 int64_t nt, float* y, int64_t ldy) {
+  switch (nt) {
+    case 1: rows_x_tokens<P, 4, 1>(wm, rb, re, a0, L, t0, y, ldy); break;
+    case 2: rows_x_tokens<P, 2, 2>(wm, rb, re, a0, L, t0, y, ldy); break;
+    case 3: rows_x_tokens<P, 1, 3>(wm, rb, re, a0, L, t0, y, ldy); break;
+    default: rows_x_tokens<P, 1, 4>(wm, rb, re, a0, L, t0, y, ldy); break;
+  }
+}
+
+// Rows [r0, r1) x all tokens: tokens in chunks of up to 4 (accumulators in registers; a row
+// group's records, a few KB, stay in L1 between chunks), rows in blocks of about kRowBlockBytes of
+// packed weights so that a block stays in L2 while every token chunk passes over it (prefill).
 template <class P>
 void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, int64_t n_tok,
                  float* y, int64_t ldy) {
   DSPARK_CHECK(r0 % 8 == 0);
   constexpr size_t kRowBlockBytes = 256 * 1024;
-  const int64_t nb = wm.n_cols / 32;
-  const size_t group_bytes = (size_t)nb * P::kRec;
-  const int64_t rb_rows = n_tok <= kTokGroup ? r1 - r0 : 8 * std::max<int64_t>(1, (int64_t)(kRowBlockBytes / group_bytes));
-  alignas(32) float out[kTokGroup][8];
+  constexpr int64_t kChunk = 4;
+  const size_t group_bytes = (size_t)(wm.n_cols / 32) * P::kRec;
+  // Decode: one pass over all rows. Verify windows: 4 row groups (a few KB each) per block, so that
+  // every token chunk finds them in L1. Prefill: L2-sized blocks.
+  const int64_t rb_rows = n_tok == 1 ? r1 - r0
+                          : n_tok <= 16 ? 32
+                                        : 8 * std::max<int64_t>(1, (int64_t)(kRowBlockBytes / group_bytes));
   for (int64_t rb = r0; rb < r1; rb += rb_rows) {
     const int64_t re = std::min(r1, rb + rb_rows);
-    for (int64_t t0 = 0; t0 < n_tok; t0 += kTokGroup) {
-      const int64_t nt = std::min(kTokGroup, n_tok - t0);
-      const uint8_t* a0 = act + (size_t)t0 * L.stride;
-      for (int64_t r = rb; r < re; r += 8) {
-        const uint8_t* g = wm.packed + (size_t)(r / 8) * group_bytes;
-        __m256 A[kTokGroup];
-        for (int64_t t = 0; t < nt; ++t) A[t] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-          typename P::W w;
-          P::load(g + (size_t)b * P::kRec, w);
-          for (int64_t t = 0; t < nt; ++t) {
-            const uint8_t* a = a0 + (size_t)t * L.stride;
-            A[t] = P::step(A[t], w, P::isum(w, a + 32 * b), a, L, b);
-          }
-        }
-        const int nr = (int)std::min<int64_t>(8, re - r);
-        for (int64_t t = 0; t < nt; ++t) {
-          _mm256_store_ps(out[t], A[t]);
-          for (int i = 0; i < nr; ++i) y[(t0 + t) * ldy + r + i] = out[t][i];
-        }
-      }
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kChunk) {
+      const int64_t nt = std::min(kChunk, n_tok - t0);
+      token_chunk<P>(wm, rb, re, act + (size_t)t0 * L.stride, L, t0, nt, y, ldy);
     }
   }
 }
