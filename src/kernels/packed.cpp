@@ -12,6 +12,10 @@ bool pack_supported(DType type, Isa isa) {
   return isa == Isa::kAvx2 && (type == DType::Q8_0 || type == DType::Q4_1);
 }
 
+bool packed_usable(const QMatrix& w, Isa isa) {
+  return w.packed != nullptr && pack_supported(w.type, std::min(isa, detect_isa()));
+}
+
 size_t packed_bytes(const QMatrix& w) {
   const auto& info = dtype_info(w.type);
   return (size_t)((w.n_rows + 7) / 8) * (size_t)(w.n_cols / info.block_elems) * 8 * info.block_bytes;

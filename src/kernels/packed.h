@@ -25,6 +25,10 @@ namespace dspark::kernels {
 // kernels are used as they are), Q8_0 and Q4_1.
 bool pack_supported(DType type, Isa isa);
 
+// True when matmul runs `w` from its packed copy under ctx's ISA (capped at the CPU's). A matrix
+// that exists only packed (data == nullptr: model/weights.h's fused matrices) is usable only then.
+bool packed_usable(const QMatrix& w, Isa isa);
+
 // Bytes of the packed copy: ceil(n_rows / 8) * (n_cols / 32) * 8 * block_bytes(type).
 size_t packed_bytes(const QMatrix& w);
 

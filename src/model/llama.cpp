@@ -6,7 +6,10 @@
 //   logits = output(rms_norm(x) * output_norm)  (output tied to token_embd when absent)
 // RoPE "normal" pairing (adjacent dims), GQA with n_head / n_head_kv query heads per K/V head,
 // q scaled by 1/sqrt(head_dim) before the dot products (llama.cpp scales the scores; same value).
+#include <algorithm>
+
 #include "kernels/ops.h"
+#include "kernels/packed.h"
 #include "model/archs.h"
 #include "model/model.h"
 
@@ -69,9 +72,20 @@ class LlamaModel final : public Model {
       const LayerWeights& L = weights().layers[il];
       // Attention block.
       kernels::rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
-      matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);     // [n, n_head * hd]
-      matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);    // [n, kv_dim]
-      matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);    // [n, kv_dim]
+      if (kernels::packed_usable(L.wqkv, w.mm.isa)) {
+        const int64_t ld = q_dim + 2 * kv_dim;
+        float* f = w.fused_rows(n * ld);                  // [n, q_dim | kv_dim | kv_dim]
+        matmul(w.mm, L.wqkv, xn, n, f, ld);
+        for (int64_t t = 0; t < n; ++t) {
+          std::copy_n(f + t * ld, q_dim, w.q.data() + t * q_dim);
+          std::copy_n(f + t * ld + q_dim, kv_dim, w.k.data() + t * kv_dim);
+          std::copy_n(f + t * ld + q_dim + kv_dim, kv_dim, w.v.data() + t * kv_dim);
+        }
+      } else {
+        matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);     // [n, n_head * hd]
+        matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);    // [n, kv_dim]
+        matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);    // [n, kv_dim]
+      }
       for (int64_t t = 0; t < n; ++t) {
         float* q = w.q.data() + t * q_dim;
         float* k = w.k.data() + t * kv_dim;
@@ -87,9 +101,16 @@ class LlamaModel final : public Model {
 
       // Feed-forward block (SwiGLU).
       kernels::rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
-      matmul(w.mm, L.w_gate, xn, n, w.gate.data(), c.n_ff);  // [n, n_ff]
-      matmul(w.mm, L.w_up, xn, n, w.up.data(), c.n_ff);      // [n, n_ff]
-      kernels::silu_mul(w.gate.data(), w.up.data(), w.gate.data(), n * c.n_ff);
+      if (kernels::packed_usable(L.w_gate_up, w.mm.isa)) {
+        const int64_t ld = 2 * c.n_ff;
+        float* f = w.fused_rows(n * ld);                    // [n, n_ff gate | n_ff up]
+        matmul(w.mm, L.w_gate_up, xn, n, f, ld);
+        for (int64_t t = 0; t < n; ++t) kernels::silu_mul(f + t * ld, f + t * ld + c.n_ff, w.gate.data() + t * c.n_ff, c.n_ff);
+      } else {
+        matmul(w.mm, L.w_gate, xn, n, w.gate.data(), c.n_ff);  // [n, n_ff]
+        matmul(w.mm, L.w_up, xn, n, w.up.data(), c.n_ff);      // [n, n_ff]
+        kernels::silu_mul(w.gate.data(), w.up.data(), w.gate.data(), n * c.n_ff);
+      }
       matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
       kernels::add_inplace(x, w.o.data(), n * n_embd);
       if (!opt.taps.empty()) capture(w, n, opt, (int)il, x);

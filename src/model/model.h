@@ -63,6 +63,11 @@ struct ForwardScratch {
   std::vector<float> o;            // [rows, n_embd]
   std::vector<float> gate;         // [rows, n_ff]
   std::vector<float> up;           // [rows, n_ff]
+  std::vector<float> fused;        // fused matmul outputs (weights.h), grown on first use
+  float* fused_rows(size_t n) {
+    if (fused.size() < n) fused.resize(n);
+    return fused.data();
+  }
   std::vector<float> scores;       // [n_threads, n_head / n_head_kv, max_ctx]
   std::vector<float> logits;       // [n_seq, n_vocab] multi-sequence staging (grown on demand)
   // Row plan of the current forward: [rows]

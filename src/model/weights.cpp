@@ -64,8 +64,38 @@ void pack_weights(ModelWeights* w, kernels::Isa isa, bool release_source) {
     w->packed.push_back(std::move(buf));
     if (release_source) release_pages(m.data, m.row_stride * (size_t)m.n_rows);
   };
-  for (LayerWeights& L : w->layers)
-    for (kernels::QMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+  // The parts' rows, packed one after another into one packed-only matrix (row groups of 8 never
+  // straddle two parts: each part has a multiple of 8 rows).
+  auto fuse = [&](std::initializer_list<const kernels::QMatrix*> parts, kernels::QMatrix* out) {
+    const kernels::QMatrix& first = **parts.begin();
+    int64_t rows = 0;
+    size_t bytes = 0;
+    for (const kernels::QMatrix* m : parts) {
+      if (!m->data || m->packed || m->type != first.type || m->n_cols != first.n_cols || m->n_rows % 8 != 0 ||
+          !kernels::pack_supported(m->type, isa))
+        return false;
+      rows += m->n_rows;
+      bytes += kernels::packed_bytes(*m);
+    }
+    std::vector<uint8_t> buf(bytes);
+    size_t off = 0;
+    for (const kernels::QMatrix* m : parts) {
+      kernels::pack_x8(*m, buf.data() + off);
+      off += kernels::packed_bytes(*m);
+      if (release_source) release_pages(m->data, m->row_stride * (size_t)m->n_rows);
+    }
+    *out = kernels::QMatrix{first.type, rows, first.n_cols, nullptr, first.row_stride};
+    out->packed = buf.data();
+    w->packed.push_back(std::move(buf));
+    return true;
+  };
+  for (LayerWeights& L : w->layers) {
+    if (!fuse({&L.wq, &L.wk, &L.wv}, &L.wqkv))
+      for (kernels::QMatrix* m : {&L.wq, &L.wk, &L.wv}) pack(*m);
+    if (!fuse({&L.w_gate, &L.w_up}, &L.w_gate_up))
+      for (kernels::QMatrix* m : {&L.w_gate, &L.w_up}) pack(*m);
+    for (kernels::QMatrix* m : {&L.wo, &L.w_down}) pack(*m);
+  }
   pack(w->output);  // a tied head's pages are the token table's: rows re-read on lookup
 }
 

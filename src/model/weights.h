@@ -27,6 +27,11 @@ struct LayerWeights {
   kernels::QMatrix w_up;                   // [n_ff, n_embd]
   kernels::QMatrix w_down;                 // [n_embd, n_ff]
   const float* post_ffw_norm = nullptr;    // [n_embd] f32 (Gemma 3)
+  // Packed-only fusions (data == nullptr; kernels::packed_usable): the rows of wq, wk, wv
+  // [q_dim + 2 kv_dim, n_embd] and of w_gate, w_up [2 n_ff, n_embd], made by pack_weights when the
+  // parts share a packed type, so one matmul (one activation quantization, one hand-off to the
+  // threads) replaces three or two. Every output row is the same dot product as in its part.
+  kernels::QMatrix wqkv, w_gate_up;
 };
 
 struct ModelWeights {
@@ -59,7 +64,8 @@ class TensorBinder {
 };
 
 // Packs every layer matrix and the LM head whose type has a packed kernel on `isa` (the token
-// table keeps its GGUF layout for row lookups). With `release_source` (the tensors lie in a file
+// table keeps its GGUF layout for row lookups); parts that can be fused (LayerWeights::wqkv,
+// w_gate_up) are packed only into their fusion. With `release_source` (the tensors lie in a file
 // mapping) the kernel may drop the packed tensors' source pages from memory (re-read from the file
 // if anything touches them again), so the copies do not double the resident size.
 void pack_weights(ModelWeights* w, kernels::Isa isa, bool release_source);

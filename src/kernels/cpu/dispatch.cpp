@@ -139,6 +139,7 @@ void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_toke
     cpu::GemmFn packed = nullptr;
     if (cpu::packed_kernels_avx2(w.type, &packed)) ks.gemm = packed;
   }
+  DSPARK_CHECK(w.data != nullptr || ks.gemm != nullptr);  // packed-only matrices: callers check packed_usable
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   if (ks.quantize) {
     uint8_t* buf = scratch(ctx, L.stride * (size_t)n_tokens);
