@@ -1,5 +1,6 @@
 // Kernel benchmarks on the real matrix shapes of Gemma 3 270M and SmolLM2-135M: matvec (n_tokens = 1, reported as GB/s
-// of weight bytes) and matmul (n_tokens 8, 64, 512). Not a test.
+// of weight bytes) and matmul (n_tokens 8, 64, 512); attention of one query position over an f16 cache in
+// SmolLM2's layout (3 query heads per K/V head, head_dim 64, 3 K/V heads interleaved). Not a test.
 //   dspark_bench_kernels [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -9,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/f16.h"
 #include "core/rng.h"
 #include "core/threadpool.h"
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "kernels/packed.h"
 #include "kernels/ref/ref.h"
@@ -129,6 +132,38 @@ void Args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One query position's attention for one K/V head: args n_keys, isa (0 scalar, 1 avx2, 2 avx512).
+// SmolLM2-135M: 3 query heads share the K/V head; cache rows hold 3 heads x 64 f16 (stride 192).
+void BM_Attention(benchmark::State& state) {
+  const int64_t n_keys = state.range(0);
+  const Isa isa = (Isa)state.range(1);
+  if (isa > detect_isa()) {
+    state.SkipWithError("ISA not available");
+    return;
+  }
+  constexpr int kGroup = 3;
+  constexpr int64_t kHd = 64, kStride = 3 * kHd;
+  dspark::Rng rng(11);
+  std::vector<uint16_t> k((size_t)(n_keys * kStride)), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = dspark::fp32_to_fp16((float)(rng.uniform() * 2 - 1));
+    v[i] = dspark::fp32_to_fp16((float)(rng.uniform() * 2 - 1));
+  }
+  std::vector<float> q((size_t)(kGroup * kHd)), scores((size_t)(kGroup * n_keys)), out(q.size());
+  for (auto& x : q) x = (float)(rng.uniform() * 2 - 1) * 0.125f;
+  const KvView view{k.data(), v.data(), n_keys, kStride};
+  for (auto _ : state) {
+    attention_f16kv(isa, q.data(), kGroup, kHd, view, 0, n_keys, scores.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["ns/key"] = benchmark::Counter((double)n_keys, benchmark::Counter::kIsIterationInvariantRate |
+                                                                    benchmark::Counter::kInvert);
+  state.SetLabel(std::string("keys=") + std::to_string(n_keys) + " " + isa_name(isa));
+}
+BENCHMARK(BM_Attention)->ArgsProduct({{64, 512, 2048}, {0, 1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 
 }  // namespace
 

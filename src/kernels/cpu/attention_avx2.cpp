@@ -27,6 +27,24 @@ struct V256 {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // W = 8 reductions at once, out[i] = reduce(x[i]) bit for bit: reduce adds the halves (x_i + x_i+4),
+  // then lanes 0+2 and 1+3, then those two; the same pairs, transposed.
+  static void reduce_w(const reg* x, float* out) {
+    __m256 s[4];  // s[i] = [half sums of x[2i] | half sums of x[2i+1]]
+    for (int i = 0; i < 4; ++i)
+      s[i] = _mm256_add_ps(_mm256_permute2f128_ps(x[2 * i], x[2 * i + 1], 0x20),
+                           _mm256_permute2f128_ps(x[2 * i], x[2 * i + 1], 0x31));
+    // t[i] = [a0+a2, a1+a3, c0+c2, c1+c3 | b0+b2, b1+b3, d0+d2, d1+d3] for (a,b) = s[2i], (c,d) = s[2i+1]
+    __m256 t[2];
+    for (int i = 0; i < 2; ++i)
+      t[i] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * i], s[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm256_shuffle_ps(s[2 * i], s[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    // u = [r0, r2, r4, r6 | r1, r3, r5, r7] with r_i = (t0 + t1) of x[i]
+    const __m256 u = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    // Back into key order.
+    _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(u, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
   static float reduce_max(reg x) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));

@@ -15,38 +15,103 @@ struct AttentionImpl {
   using reg = typename V::reg;
   static constexpr int W = V::W;
 
-  // scores[h * n_keys + j] = qh[h] . K[j] for heads h0..h0+G-1.
-  template <int G>
-  static void scores_group(const float* qh, int h0, int64_t hd, const dspark::kernels::KvView& kv,
-                           int64_t first_pos, int64_t n_keys, float* scores) {
-    int64_t slot = first_pos % kv.capacity;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      const uint16_t* k = kv.k + slot * kv.stride;
-      reg acc[G];
-      for (int g = 0; g < G; ++g) acc[g] = V::zero();
-      for (int64_t c = 0; c < hd; c += W) {
-        const reg kvec = V::load_h(k + c);
-        for (int g = 0; g < G; ++g) acc[g] = V::fmadd(V::load(qh + (h0 + g) * hd + c), kvec, acc[g]);
+  // acc[i][g] = qh[h0 + g] . K[key i] for KB keys (K rows k[i]): one accumulator per (key, head),
+  // summed over the column chunks in order; the KB * G chains are independent, so the FMA latency
+  // of one chain is hidden by the others.
+  template <int G, int KB>
+  static void dots(const float* qh, int h0, int64_t hd, const uint16_t* const* k, reg (*acc)[G]) {
+    for (int i = 0; i < KB; ++i)
+      for (int g = 0; g < G; ++g) acc[i][g] = V::zero();
+    for (int64_t c = 0; c < hd; c += W) {
+      for (int i = 0; i < KB; ++i) {
+        const reg kvec = V::load_h(k[i] + c);
+        for (int g = 0; g < G; ++g) acc[i][g] = V::fmadd(V::load(qh + (h0 + g) * hd + c), kvec, acc[i][g]);
       }
-      for (int g = 0; g < G; ++g) scores[(h0 + g) * n_keys + j] = V::reduce(acc[g]);
-      if (++slot == kv.capacity) slot = 0;
     }
   }
 
-  // out[h] = sum_j p[h][j] * V[j] for heads h0..h0+G-1 (p already rounded to f16).
+  // scores[h * n_keys + j] = qh[h] . K[j] for heads h0..h0+G-1, KB keys at a time (G * KB <= 12
+  // accumulators). Where V has reduce_w (W accumulators to W sums, each in V::reduce's order), a
+  // block of W keys is reduced together; else each sum is reduced alone.
+  template <int G>
+  static void scores_group(const float* qh, int h0, int64_t hd, const dspark::kernels::KvView& kv,
+                           int64_t first_pos, int64_t n_keys, float* scores) {
+    constexpr int KB = G <= 3 ? 4 : 2;  // divides W (8 or 16)
+    int64_t slot = first_pos % kv.capacity;
+    auto next_rows = [&](int n, const uint16_t** k) {
+      for (int i = 0; i < n; ++i) {
+        k[i] = kv.k + slot * kv.stride;
+        if (++slot == kv.capacity) slot = 0;
+      }
+    };
+    constexpr bool kBlockReduce = requires(reg* r, float* out) { V::reduce_w(r, out); };
+    constexpr int kStep = kBlockReduce ? W : KB;
+    int64_t j = 0;
+    for (; j + kStep <= n_keys; j += kStep) {
+      alignas(64) reg tile[G][kBlockReduce ? W : 1];  // [head][key in the block]
+      for (int i0 = 0; i0 < kStep; i0 += KB) {
+        const uint16_t* k[KB];
+        next_rows(KB, k);
+        reg acc[KB][G];
+        dots<G, KB>(qh, h0, hd, k, acc);
+        for (int i = 0; i < KB; ++i)
+          for (int g = 0; g < G; ++g) {
+            if constexpr (kBlockReduce) tile[g][i0 + i] = acc[i][g];
+            else scores[(h0 + g) * n_keys + j + i0 + i] = V::reduce(acc[i][g]);
+          }
+      }
+      if constexpr (kBlockReduce)
+        for (int g = 0; g < G; ++g) V::reduce_w(tile[g], scores + (h0 + g) * n_keys + j);
+    }
+    for (; j < n_keys; ++j) {
+      const uint16_t* k[1];
+      next_rows(1, k);
+      reg acc[1][G];
+      dots<G, 1>(qh, h0, hd, k, acc);
+      for (int g = 0; g < G; ++g) scores[(h0 + g) * n_keys + j] = V::reduce(acc[0][g]);
+    }
+  }
+
+  // out[h] = sum_j p[h][j] * V[j] for heads h0..h0+G-1 (p already rounded to f16), over the CB
+  // column chunks from c0. Each output chunk is one accumulator summed over j in order; the G * CB
+  // chains are independent (one chain per chunk was bound by the FMA latency), and a V chunk is
+  // converted once for the G heads.
+  template <int G, int CB>
+  static void values_pass(const float* p, int h0, int64_t c0, const dspark::kernels::KvView& kv,
+                          int64_t first_pos, int64_t n_keys, int64_t hd, float* out) {
+    reg acc[G][CB];
+    for (int g = 0; g < G; ++g)
+      for (int b = 0; b < CB; ++b) acc[g][b] = V::zero();
+    int64_t slot = first_pos % kv.capacity;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const uint16_t* v = kv.v + slot * kv.stride + c0;
+      reg pj[G];
+      for (int g = 0; g < G; ++g) pj[g] = V::set1(p[(h0 + g) * n_keys + j]);
+      for (int b = 0; b < CB; ++b) {
+        const reg vb = V::load_h(v + b * W);
+        for (int g = 0; g < G; ++g) acc[g][b] = V::fmadd(pj[g], vb, acc[g][b]);
+      }
+      if (++slot == kv.capacity) slot = 0;
+    }
+    for (int g = 0; g < G; ++g)
+      for (int b = 0; b < CB; ++b) V::store(out + (h0 + g) * hd + c0 + b * W, acc[g][b]);
+  }
+
   template <int G>
   static void values_group(const float* p, int h0, int64_t hd, const dspark::kernels::KvView& kv,
                            int64_t first_pos, int64_t n_keys, float* out) {
-    for (int64_t c = 0; c < hd; c += W) {
-      reg acc[G];
-      for (int g = 0; g < G; ++g) acc[g] = V::zero();
-      int64_t slot = first_pos % kv.capacity;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const reg v = V::load_h(kv.v + slot * kv.stride + c);
-        for (int g = 0; g < G; ++g) acc[g] = V::fmadd(V::set1(p[(h0 + g) * n_keys + j]), v, acc[g]);
-        if (++slot == kv.capacity) slot = 0;
-      }
-      for (int g = 0; g < G; ++g) V::store(out + (h0 + g) * hd + c, acc[g]);
+    constexpr int CB = G >= 3 ? 3 : G == 2 ? 5 : 8;  // G * CB + G + 1 <= 16 registers
+    int64_t c = 0;
+    for (; c + CB * W <= hd; c += CB * W) values_pass<G, CB>(p, h0, c, kv, first_pos, n_keys, hd, out);
+    switch ((hd - c) / W) {  // the remaining chunks in one pass
+      case 0: break;
+      case 1: values_pass<G, 1>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
+      case 2: values_pass<G, 2>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
+      case 3: values_pass<G, 3>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
+      case 4: values_pass<G, 4>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
+      case 5: values_pass<G, 5>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
+      case 6: values_pass<G, 6>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
+      default: values_pass<G, 7>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
     }
   }
 

@@ -24,6 +24,10 @@ inline __m256i bcast4(const uint8_t* p) {  // 4 activation bytes into every 32-b
   return _mm256_set1_epi32(v);
 }
 
+// An empty asm that takes x in a register: the compiler cannot reassociate the integer sums across
+// it into a wide tree (which kept every product live and spilled them to the stack).
+inline void keep_in_register(__m256i& x) { asm volatile("" : "+x"(x)); }
+
 // Q4_1 record: d[8] f16, m[8] f16, 4 x 32 bytes of nibble pairs (element 4j+e low, 16+4j+e high).
 struct PackQ4_1 {
   static constexpr size_t kRec = 160;
@@ -41,6 +45,7 @@ struct PackQ4_1 {
         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(a[t] + 4 * j)),
                                            _mm256_maddubs_epi16(hi, bcast4(a[t] + 16 + 4 * j)));
         s[t] = j == 0 ? p : _mm256_add_epi16(s[t], p);
+        keep_in_register(s[t]);
       }
     }
     for (int t = 0; t < NT; ++t) is[t] = _mm256_madd_epi16(s[t], _mm256_set1_epi16(1));
@@ -60,11 +65,14 @@ struct PackQ8_0 {
   template <int NT>
   static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
     const __m256i one = _mm256_set1_epi16(1);
+    for (int t = 0; t < NT; ++t) is[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
       const __m256i q = load256(rec + 16 + 32 * k), aq = _mm256_sign_epi8(q, q);
       for (int t = 0; t < NT; ++t) {
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(bcast4(a[t] + 4 * k), q)), one);
-        is[t] = k == 0 ? p : _mm256_add_epi32(is[t], p);
+        is[t] = _mm256_add_epi32(is[t], p);
+        keep_in_register(is[t]);
       }
     }
   }
