@@ -8,6 +8,7 @@ roofline (all tensor bytes read once per decoded token).
 
   python bench/bench_vs_llamacpp.py [--repeats 5] [--threads 2] [--json out.json]
   python bench/bench_vs_llamacpp.py --only llama      # llama.cpp half alone
+  python bench/bench_vs_llamacpp.py --llama-bench auto # + llama.cpp's own llama-bench binary
 
 dspark side: `build/release/dspark bench --model PATH -p 512 -n 128 --threads 2
 --repeats 1 --json`, one JSON object with prefill_tok_s, decode_tok_s,
@@ -17,6 +18,10 @@ one untimed warm-up, a timed 512-token prefill (n_batch = n_ubatch = 512, only
 the last logits requested), then after a short chat prompt a timed 128-token
 greedy decode (argmax over raw logits, stop tokens ignored).  Weight repacking
 (AMX / CPU_REPACK extra buffers) is off unless --llama-repack (see scripts/llama_ref.py).
+native side (--llama-bench PATH, or `auto` for the binary scripts/build_llama_bench.sh builds):
+`llama-bench -m MODEL -t THREADS -p 512 -n 128 -r 1 -o json` per repeat (its own warm-up run,
+its defaults otherwise, e.g. weight repacking as llama.cpp chooses; --llama-bench-args adds flags
+such as `--repack 0`); peak RSS is the llama-bench process's own.
 """
 
 from __future__ import annotations
@@ -50,6 +55,35 @@ def prefill_text() -> str:
         return rows[0]["turns"][0]
     except OSError:
         return ("The quick brown fox jumps over the lazy dog. " * 400)
+
+
+def llama_bench_worker(args) -> int:
+    """One llama-bench run (pp and tg tests); prints one JSON object like `dspark bench --json`."""
+    import shlex
+
+    cmd = [args.llama_bench, "-m", args.model, "-t", str(args.threads), "-p", str(args.prompt_tokens),
+           "-n", str(args.gen_tokens), "-r", "1", "-o", "json"] + shlex.split(args.llama_bench_args or "")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate()
+    if p.returncode != 0:
+        print(f"llama-bench exit {p.returncode}: {' '.join(cmd)}\n{err.decode(errors='replace')[-2000:]}",
+              file=sys.stderr)
+        return 1
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    tests = json.loads(out.decode())
+    res = {"prefill_tok_s": 0.0, "decode_tok_s": 0.0, "peak_rss_bytes": rss, "command": cmd}
+    for t in tests:
+        if t.get("n_prompt", 0) > 0 and t.get("n_gen", 0) == 0:
+            res["prefill_tok_s"] = float(t["avg_ts"])
+        elif t.get("n_gen", 0) > 0 and t.get("n_prompt", 0) == 0:
+            res["decode_tok_s"] = float(t["avg_ts"])
+    res["settings"] = {k: tests[0].get(k) for k in ("build_commit", "cpu_info", "n_threads", "type_k",
+                                                    "flash_attn", "n_batch", "n_ubatch", "no_op_offload")
+                       if tests and k in tests[0]}
+    print(json.dumps(res))
+    return 0
 
 
 def llama_worker(args) -> int:
@@ -178,19 +212,33 @@ def main() -> int:
     ap.add_argument("--llama-repack", action="store_true",
                     help="put llama.cpp's Q4_K tensors in the CPU_REPACK buffer (q4_K_8x8), as "
                          "llama.cpp does by default on AVX2 machines without AMX")
+    ap.add_argument("--llama-bench", default=None, metavar="PATH",
+                    help="also run llama.cpp's own llama-bench binary ('auto': the one "
+                         "scripts/build_llama_bench.sh builds under build/llama-bench)")
+    ap.add_argument("--llama-bench-args", default="", help="extra llama-bench flags, e.g. '--repack 0'")
     ap.add_argument("--json", default=None, metavar="PATH", help="write results ('-': stdout)")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--worker-llama", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-llama-bench", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.model is None:
         from llama_ref import default_model_path
 
         args.model = default_model_path()
+    if args.llama_bench == "auto":
+        args.llama_bench = os.path.join(REPO, "build", "llama-bench", "build", "bin", "llama-bench")
     if args.worker_llama:
         return llama_worker(args)
+    if args.worker_llama_bench:
+        return llama_bench_worker(args)
 
     sides = [s for s in ("dspark", "llama") if args.only in (None, s)]
+    if args.llama_bench:
+        if not os.access(args.llama_bench, os.X_OK):
+            log(f"llama-bench binary {args.llama_bench} not found (build it: scripts/build_llama_bench.sh)")
+            return 2
+        sides.append("llama-bench")
     if "dspark" in sides and not os.path.exists(args.dspark):
         log(f"dspark binary {args.dspark} not found")
         return 2
@@ -204,6 +252,10 @@ def main() -> int:
                   "--gen-tokens", str(args.gen_tokens)]
                  + (["--llama-flash-attn"] if args.llama_flash_attn else [])
                  + (["--llama-repack"] if args.llama_repack else []),
+        "llama-bench": [sys.executable, os.path.abspath(__file__), "--worker-llama-bench",
+                        "--llama-bench", str(args.llama_bench), "--llama-bench-args", args.llama_bench_args,
+                        "--model", args.model, "--threads", str(args.threads),
+                        "--prompt-tokens", str(args.prompt_tokens), "--gen-tokens", str(args.gen_tokens)],
     }
 
     log("measuring memory copy bandwidth")
@@ -238,25 +290,27 @@ def main() -> int:
             "wait4_maxrss_bytes_max": max(r["wait4_maxrss_bytes"] for r in runs[s]),
             "decode_pct_of_roofline": (100 * tg / roof) if roof else None,
         }
-    ratios = None
-    if len(sides) == 2:
-        ratios = {"prefill": summary["dspark"]["prefill_tok_s_median"]
-                  / summary["llama"]["prefill_tok_s_median"],
-                  "decode": summary["dspark"]["decode_tok_s_median"]
-                  / summary["llama"]["decode_tok_s_median"]}
+    ratios = {}
+    if "dspark" in sides:
+        for peer in (s for s in sides if s != "dspark"):
+            ratios[peer] = {"prefill": summary["dspark"]["prefill_tok_s_median"]
+                            / summary[peer]["prefill_tok_s_median"],
+                            "decode": summary["dspark"]["decode_tok_s_median"]
+                            / summary[peer]["decode_tok_s_median"]}
 
     print(f"\n### dspark vs llama.cpp — {args.threads} threads, {args.repeats} alternating "
           f"repeats, medians\n")
     print(f"| engine | prefill {args.prompt_tokens} tok/s | decode {args.gen_tokens} tok/s "
           f"| decode % of roofline | peak RSS MiB |")
     print("|---|---:|---:|---:|---:|")
-    names = {"dspark": "dspark", "llama": "llama.cpp (llama-cpp-python)"}
+    names = {"dspark": "dspark", "llama": "llama.cpp (llama-cpp-python)",
+             "llama-bench": "llama.cpp (native llama-bench)"}
     for s in sides:
         m = summary[s]
         print(f"| {names[s]} | {fmt(m['prefill_tok_s_median'])} | {fmt(m['decode_tok_s_median'], '.2f')}"
               f" | {fmt(m['decode_pct_of_roofline'])} | {m['peak_rss_bytes_max'] / 2**20:.1f} |")
-    if ratios:
-        print(f"| **ratio dspark / llama.cpp** | {ratios['prefill']:.3f} | {ratios['decode']:.3f} | | |")
+    for peer, r in ratios.items():
+        print(f"| **ratio dspark / {names[peer]}** | {r['prefill']:.3f} | {r['decode']:.3f} | | |")
     print(f"\nLoad average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
           f" (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}); results under"
           " load are not comparable.")
@@ -270,13 +324,17 @@ def main() -> int:
         print("llama.cpp settings: " + ", ".join(f"{k}={v}" for k, v in st.items()))
         print("(extra buffer types off: the AMX path segfaults on this model, llama.cpp #20824;"
               " --llama-repack puts Q4_K weights in CPU_REPACK instead.)")
+    if "llama-bench" in sides:
+        st = runs["llama-bench"][0].get("settings", {})
+        print("llama-bench: " + " ".join(runs["llama-bench"][0].get("command", [])[:1] + ["..."])
+              + "; " + ", ".join(f"{k}={v}" for k, v in st.items()))
 
     result = {
         "machine": {"platform": platform.platform(), "cpu": _cpu_name(), "nproc": os.cpu_count()},
         "model": args.model, "threads": args.threads, "repeats": args.repeats,
         "prompt_tokens": args.prompt_tokens, "gen_tokens": args.gen_tokens,
         "bandwidth": bw, "weights": wb, "roofline_decode_tok_s": roof,
-        "summary": summary, "ratios_dspark_over_llama": ratios, "runs": runs,
+        "summary": summary, "ratios_dspark_over_peer": ratios, "runs": runs,
         "commands": {s: cmds[s] for s in sides},
         "env": {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
                 "loadavg_at_end": os.getloadavg()},

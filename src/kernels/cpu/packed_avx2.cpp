@@ -132,7 +132,7 @@ void token_chunk(const QMatrix& wm, int64_t rb, int64_t re, const uint8_t* a0, c
                  int64_t nt, float* y, int64_t ldy) {
   switch (nt) {
     case 1: rows_x_tokens<P, 4, 1>(wm, rb, re, a0, L, t0, y, ldy); break;
-    case 2: rows_x_tokens<P, 2, 2>(wm, rb, re, a0, L, t0, y, ldy); break;
+    case 2: rows_x_tokens<P, 1, 2>(wm, rb, re, a0, L, t0, y, ldy); break;
     case 3: rows_x_tokens<P, 1, 3>(wm, rb, re, a0, L, t0, y, ldy); break;
     default: rows_x_tokens<P, 1, 4>(wm, rb, re, a0, L, t0, y, ldy); break;
   }
