@@ -1,15 +1,22 @@
-// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 matrix (layout: kernels/packed.h, cpu/cpu.h).
+// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 matrix, or of a Q4_0 / Q5_0 one as Q8_0 records
+// (layout: kernels/packed.h, cpu/cpu.h).
 #include "kernels/packed.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/status.h"
+#include "kernels/quant_blocks.h"
 
 namespace dspark::kernels {
 
 bool pack_supported(DType type, Isa isa) {
-  return isa == Isa::kAvx2 && (type == DType::Q8_0 || type == DType::Q4_1);
+  return isa == Isa::kAvx2 &&
+         (type == DType::Q8_0 || type == DType::Q4_1 || type == DType::Q4_0 || type == DType::Q5_0);
+}
+
+DType packed_record_type(DType type) {
+  return type == DType::Q4_0 || type == DType::Q5_0 ? DType::Q8_0 : type;
 }
 
 bool packed_usable(const QMatrix& w, Isa isa) {
@@ -17,22 +24,58 @@ bool packed_usable(const QMatrix& w, Isa isa) {
 }
 
 size_t packed_bytes(const QMatrix& w) {
-  const auto& info = dtype_info(w.type);
+  const auto& info = dtype_info(packed_record_type(w.type));
   return (size_t)((w.n_rows + 7) / 8) * (size_t)(w.n_cols / info.block_elems) * 8 * info.block_bytes;
 }
 
+namespace {
+
+// A Q4_0 / Q5_0 block as the Q8_0 block with the same scale and the integer weights q - 8 / q - 16
+// (exact: the canonical step of all three is fma(f32(isum), d_w * d_a, acc), cpu/cpu.h).
+BlockQ8_0 widen_to_q8_0(DType type, const uint8_t* blk) {
+  BlockQ8_0 o;
+  if (type == DType::Q4_0) {
+    BlockQ4_0 b;
+    std::memcpy(&b, blk, sizeof b);
+    o.d = b.d;
+    for (int e = 0; e < 16; ++e) {
+      o.qs[e] = (int8_t)((b.qs[e] & 0x0F) - 8);
+      o.qs[e + 16] = (int8_t)((b.qs[e] >> 4) - 8);
+    }
+  } else {
+    BlockQ5_0 b;
+    std::memcpy(&b, blk, sizeof b);
+    o.d = b.d;
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, 4);
+    for (int e = 0; e < 16; ++e) {
+      o.qs[e] = (int8_t)(((b.qs[e] & 0x0F) | (((qh >> e) & 1u) << 4)) - 16);
+      o.qs[e + 16] = (int8_t)(((b.qs[e] >> 4) | (((qh >> (e + 16)) & 1u) << 4)) - 16);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
 void pack_x8(const QMatrix& w, uint8_t* dst) {
-  DSPARK_CHECK(w.type == DType::Q8_0 || w.type == DType::Q4_1);
+  DSPARK_CHECK(w.type == DType::Q8_0 || w.type == DType::Q4_1 || w.type == DType::Q4_0 || w.type == DType::Q5_0);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t nb = w.n_cols / 32, n_groups = (w.n_rows + 7) / 8;
-  const size_t bb = dtype_info(w.type).block_bytes, rec = 8 * bb;
+  const DType rec_type = packed_record_type(w.type);
+  const size_t bb = dtype_info(w.type).block_bytes, rec = 8 * dtype_info(rec_type).block_bytes;
   for (int64_t g = 0; g < n_groups; ++g)
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* out = dst + (size_t)(g * nb + b) * rec;
       for (int i = 0; i < 8; ++i) {
         const int64_t r = std::min<int64_t>(8 * g + i, w.n_rows - 1);
         const uint8_t* blk = base + (size_t)r * w.row_stride + (size_t)b * bb;
-        if (w.type == DType::Q8_0) {
+        BlockQ8_0 wide;
+        if (rec_type != w.type) {
+          wide = widen_to_q8_0(w.type, blk);
+          blk = reinterpret_cast<const uint8_t*>(&wide);
+        }
+        if (rec_type == DType::Q8_0) {
           // d[8] f16, then for k = 0..7: 32 bytes, row i's elements 4k..4k+3 at bytes 4i..4i+3.
           std::memcpy(out + 2 * i, blk, 2);
           for (int k = 0; k < 8; ++k) std::memcpy(out + 16 + 32 * k + 4 * i, blk + 2 + 4 * k, 4);

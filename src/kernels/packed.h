@@ -10,7 +10,8 @@
 // other path (tests/unit/kernels/test_packed.cpp).
 //
 // Layout (cpu/cpu.h has the per-type records): rows in groups of 8, the last group repeating its
-// last row; record (g, b) of group g and block b at offset (g * n_blocks + b) * 8 * block_bytes.
+// last row; record (g, b) of group g and block b at offset (g * n_blocks + b) * 8 * block_bytes of
+// the record type (packed_record_type).
 #pragma once
 
 #include <cstddef>
@@ -22,14 +23,19 @@
 namespace dspark::kernels {
 
 // True when matmul has a packed kernel for `type` on `isa`: AVX2 (without AVX-512 VNNI, whose
-// kernels are used as they are), Q8_0 and Q4_1.
+// kernels are used as they are), Q8_0 and Q4_1, and Q4_0 / Q5_0 packed as Q8_0 records.
 bool pack_supported(DType type, Isa isa);
+
+// The record type of a packed `type`: Q4_0 and Q5_0 are widened to Q8_0 (int8 weights q - 8 /
+// q - 16, the same scale: exactly the canonical dot products, cpu/cpu.h), at 34 instead of 18 / 22
+// bytes per block, because the 4-bit and fifth-bit unpacking cost more than the bytes on AVX2.
+DType packed_record_type(DType type);
 
 // True when matmul runs `w` from its packed copy under ctx's ISA (capped at the CPU's). A matrix
 // that exists only packed (data == nullptr: model/weights.h's fused matrices) is usable only then.
 bool packed_usable(const QMatrix& w, Isa isa);
 
-// Bytes of the packed copy: ceil(n_rows / 8) * (n_cols / 32) * 8 * block_bytes(type).
+// Bytes of the packed copy: ceil(n_rows / 8) * (n_cols / 32) * 8 * block_bytes(packed_record_type).
 size_t packed_bytes(const QMatrix& w);
 
 // Writes the packed copy of w (pack_supported type) to dst[packed_bytes(w)]. Portable code.

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "kernels/packed.h"
 #include "model/archs.h"
 #include "model/model.h"
 
@@ -97,9 +98,16 @@ class Gemma3Model final : public Model {
 
       // Feed-forward block (GeGLU).
       kernels::rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
-      matmul(w.mm, L.w_gate, xn, n, w.gate.data(), c.n_ff);  // [n, n_ff]
-      matmul(w.mm, L.w_up, xn, n, w.up.data(), c.n_ff);      // [n, n_ff]
-      gelu_.gelu_mul(w.gate.data(), w.up.data(), w.gate.data(), n * c.n_ff);
+      if (kernels::packed_usable(L.w_gate_up, w.mm.isa)) {  // gate and up fused at load (model/weights.h)
+        const int64_t ld = 2 * c.n_ff;
+        float* f = w.fused_rows(n * ld);  // [n, n_ff gate | n_ff up]
+        matmul(w.mm, L.w_gate_up, xn, n, f, ld);
+        for (int64_t t = 0; t < n; ++t) gelu_.gelu_mul(f + t * ld, f + t * ld + c.n_ff, w.gate.data() + t * c.n_ff, c.n_ff);
+      } else {
+        matmul(w.mm, L.w_gate, xn, n, w.gate.data(), c.n_ff);  // [n, n_ff]
+        matmul(w.mm, L.w_up, xn, n, w.up.data(), c.n_ff);      // [n, n_ff]
+        gelu_.gelu_mul(w.gate.data(), w.up.data(), w.gate.data(), n * c.n_ff);
+      }
       matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
       kernels::rms_norm_rows(w.o.data(), L.post_ffw_norm, w.o.data(), n, n_embd, c.rms_eps);
       kernels::add_inplace(x, w.o.data(), n * n_embd);

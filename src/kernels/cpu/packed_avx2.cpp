@@ -166,7 +166,9 @@ void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, 
 
 bool packed_kernels_avx2(DType t, GemmFn* out) {
   switch (t) {
-    case DType::Q8_0: *out = &gemm_packed<PackQ8_0>; return true;
+    case DType::Q8_0:
+    case DType::Q4_0:  // packed as Q8_0 records (kernels/packed.h)
+    case DType::Q5_0: *out = &gemm_packed<PackQ8_0>; return true;
     case DType::Q4_1: *out = &gemm_packed<PackQ4_1>; return true;
     default: return false;
   }

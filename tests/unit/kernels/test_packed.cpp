@@ -28,17 +28,23 @@ void product(const QMatrix& w, const std::vector<float>& x, int64_t ntok, Isa is
 TEST(Packed, SupportedTypesAndSize) {
   EXPECT_TRUE(pack_supported(DType::Q8_0, Isa::kAvx2));
   EXPECT_TRUE(pack_supported(DType::Q4_1, Isa::kAvx2));
+  EXPECT_TRUE(pack_supported(DType::Q5_0, Isa::kAvx2));
+  EXPECT_TRUE(pack_supported(DType::Q4_0, Isa::kAvx2));
   EXPECT_FALSE(pack_supported(DType::Q4_K, Isa::kAvx2));
   EXPECT_FALSE(pack_supported(DType::Q8_0, Isa::kScalar));
   QMatrix w{DType::Q4_1, 13, 64, nullptr, row_bytes(DType::Q4_1, 64)};
   EXPECT_EQ(packed_bytes(w), (size_t)2 * 2 * 8 * 20);  // 2 groups (13 rows -> 16) x 2 blocks x 8 rows
+  // Q4_0 / Q5_0 are widened to Q8_0 records (34 bytes per block).
+  EXPECT_EQ(packed_record_type(DType::Q5_0), DType::Q8_0);
+  QMatrix w5{DType::Q5_0, 13, 64, nullptr, row_bytes(DType::Q5_0, 64)};
+  EXPECT_EQ(packed_bytes(w5), (size_t)2 * 2 * 8 * 34);
 }
 
 TEST(Packed, BitwiseEqualToCanonicalKernels) {
   if (detect_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2";
   ThreadPool pool2(2);
   Rng rng(11);
-  for (DType t : {DType::Q8_0, DType::Q4_1})
+  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q4_0, DType::Q5_0})
     for (int64_t rows : {8, 13, 40, 77})
       for (int64_t cols : {32, 96, 576})
         for (auto pat : {test::Pattern::kRandom, test::Pattern::kZeroBlocks, test::Pattern::kAllEqual,
@@ -69,7 +75,7 @@ TEST(Packed, BitwiseEqualToCanonicalKernels) {
 TEST(Packed, WindowsMatchSingleTokens) {
   if (detect_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2";
   Rng rng(5);
-  for (DType t : {DType::Q8_0, DType::Q4_1}) {
+  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q5_0}) {
     auto w = test::make_matrix(rng, t, 1029, 2048, test::Pattern::kRandom);
     std::vector<uint8_t> packed(packed_bytes(w.m));
     pack_x8(w.m, packed.data());
