@@ -122,6 +122,7 @@ Status DSparkDrafter::begin(std::span<const int32_t> prompt, const TapRows& taps
   }
   ctx_.len = 0;
   last_slots_ = 0;
+  gate_ = Gate{};
   copy_.begin(prompt);
   if (c.lookup_max_ngram > 0) history_.assign(prompt.begin(), prompt.end());
   if (taps.n_rows != (int64_t)prompt.size())
@@ -137,10 +138,43 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
   if (taps.n_rows != (int64_t)committed.size())
     return Status::error("dspark drafter: commit of " + std::to_string(committed.size()) + " tokens got " +
                          std::to_string(taps.n_rows) + " tap rows");
+  if (gate_.pending) {
+    constexpr double kGateEmaWeight = 0.25;  // ~4 rounds: follows the text, not the whole request
+    const double tok = (double)committed.size();
+    if (gate_.n == 0) {
+      gate_.tokens = tok;
+      gate_.ms = gate_.pending_ms;
+    } else {
+      gate_.tokens += kGateEmaWeight * (tok - gate_.tokens);
+      gate_.ms += kGateEmaWeight * (gate_.pending_ms - gate_.ms);
+    }
+    ++gate_.n;
+    gate_.pending = false;
+  }
   if (opt_.copy && !copy_.commit(committed, pos))
     return Status::error("dspark drafter: copy head history out of step at position " + std::to_string(pos));
   if (model_->config().lookup_max_ngram > 0) history_.insert(history_.end(), committed.begin(), committed.end());
   return model_->append_context(ctx_, s_, taps);
+}
+
+// Open while the gated rounds' tokens per ms beat plain decoding, after a few rounds of evidence;
+// closed, it opens for one probe round after `backoff` skipped rounds (doubling up to a cap).
+bool DSparkDrafter::gate_open(double serial_rate) {
+  constexpr int64_t kGateWarmup = 4;  // rounds of evidence before the gate may close
+  constexpr int kGateMaxBackoff = 16;
+  if (gate_.n < kGateWarmup || gate_.tokens / gate_.ms >= serial_rate) {
+    gate_.backoff = 1;
+    gate_.skipped = 0;
+    return true;
+  }
+  if (++gate_.skipped > gate_.backoff) {
+    gate_.skipped = 0;
+    gate_.backoff = std::min(2 * gate_.backoff, kGateMaxBackoff);
+    ++gate_.probes;
+    return true;
+  }
+  ++gate_.skips;
+  return false;
 }
 
 nlohmann::json DSparkDrafter::stats() const {
@@ -150,6 +184,8 @@ nlohmann::json DSparkDrafter::stats() const {
                                             {"macs_done", f.macs_done}, {"macs_saved", f.macs_saved()}}},
                       {"draft_rounds", rounds_}, {"backbone_rounds", backbone_rounds_}};
   if (opt_.copy) j["copy_head"] = copy_.stats();
+  if (opt_.schedule && opt_.backbone_gate)
+    j["backbone_gate"] = {{"rounds_skipped", gate_.skips}, {"probes", gate_.probes}, {"gated_rounds", gate_.n}};
   return j;
 }
 
@@ -209,15 +245,25 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   const int64_t vd = model_->draft_vocab(), H = c.hidden_size;
   ++rounds_;
   backbone_ran_ = false;
-  // 1. Backbone over the block, now (no copy head) or at the first slot the copy head cannot fill.
-  if (!opt_.copy) run_backbone(req.pending, n);
-  else copy_.start_draft(req.pending);
   // Scheduler state (Algorithm 1): expected tokens 1 + Σ a_j over the cost of verifying 1 + ℓ
   // tokens plus the backbone's cost once it has run.
   // Sampled requests decide from constants (start-up tables), greedy ones from the online estimates.
   const std::vector<double>& vms = sampled ? opt_.verify_ms : verify_ms_;
   const double bb_ms = sampled && opt_.draft_ms > 0 ? opt_.draft_ms : draft_ms_;
   const bool schedule = opt_.schedule && (int64_t)vms.size() >= (int64_t)n + 2;
+  const bool gated = schedule && opt_.backbone_gate;
+  bool gate_round = false;  // the backbone ran from slot 0 under the gate: commit() scores the round
+  // 1. Backbone over the block, now (no copy head) or at the first slot the copy head cannot fill.
+  if (!opt_.copy) {
+    if (gated && !gate_open(1.0 / vms[1])) {
+      out->q.clear();
+      return Status::ok();  // nothing drafted: the round verifies the anchor alone
+    }
+    run_backbone(req.pending, n);
+    gate_round = gated;
+  } else {
+    copy_.start_draft(req.pending);
+  }
   auto draft_cost = [&] { return backbone_ran_ ? bb_ms : 0.0; };
   double surv = 1.0, expected = 1.0, best_rate = schedule ? 1.0 / (draft_cost() + vms[1]) : 0.0;
 
@@ -245,7 +291,9 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     if (cp.token < 0 && opt_.copy_only) break;  // the copy head alone: no network slots
     if (cp.token < 0 && !backbone_ran_) {
       if (schedule && !backbone_pays(k)) break;
+      if (gated && k == 0 && !gate_open(1.0 / vms[1])) break;
       run_backbone(req.pending, n);
+      gate_round = gated && k == 0;
       // Bring the Markov state up to slot k (the RNN head's state runs through every slot).
       markov_.reset();
       for (int i = 0; i < k && markov_.enabled(); ++i)
@@ -328,6 +376,10 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   }
   last_slots_ = std::max<int>(taken, (int)out->confidence.size());
   if (sampled) out->q.resize((size_t)taken);
+  if (gate_round) {
+    gate_.pending = true;
+    gate_.pending_ms = bb_ms + vms[std::min(vms.size() - 1, out->tokens.size() + 1)];
+  }
   return Status::ok();
 }
 

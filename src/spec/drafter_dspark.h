@@ -55,6 +55,12 @@ struct DSparkOptions {
   // online (running mean of this drafter's backbone time).
   bool schedule = false;
   std::vector<double> verify_ms;
+  // Backbone gate (with the schedule): a round whose first slot has no copy proposal runs the
+  // backbone only while recent backbone rounds delivered more tokens per ms than plain decoding
+  // (1 / verify_ms[1]), judged by exponential moving averages of tokens and costs (the schedule's
+  // own cost tables, so sampled requests stay deterministic). While it is closed, a probe round
+  // runs the backbone after 1, 2, 4 .. kGateMaxBackoff skipped rounds to follow the text.
+  bool backbone_gate = false;
   // Backbone cost used by sampled (temperature > 0) requests, which decide from constants only, so
   // a request with a seed drafts (and samples) the same way every time: the start-up verify table
   // and this value (calibrate_draft_ms()). 0 = the online mean (decisions then follow timing).
@@ -126,6 +132,7 @@ class DSparkDrafter : public Drafter {
   DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool);
   float confidence_logit(int slot, const float* w1_prev) const;
   void run_backbone(int32_t anchor, int n_rows);
+  bool gate_open(double serial_rate);
 
   std::shared_ptr<const DSparkModel> model_;
   DSparkOptions opt_;
@@ -149,6 +156,15 @@ class DSparkDrafter : public Drafter {
   std::vector<double> verify_ms_;   // the schedule's cost table: opt_.verify_ms, refined online
   double draft_ms_ = 0;
   double last_backbone_ms_ = 0;             // running mean of the backbone + LM head time per round
+  // Backbone gate (DSparkOptions::backbone_gate): EMAs over rounds that ran the backbone from slot 0.
+  struct Gate {
+    double tokens = 0, ms = 0;   // EMA of tokens committed, of cost (backbone + verify) in ms
+    int64_t n = 0;               // gated rounds observed
+    int skipped = 0, backoff = 1;
+    int64_t skips = 0, probes = 0;
+    bool pending = false;        // the last draft ran the backbone from slot 0: commit() scores it
+    double pending_ms = 0;       // that round's cost from the tables
+  } gate_;
 };
 
 }  // namespace dspark::spec
