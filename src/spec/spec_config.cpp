@@ -68,11 +68,11 @@ const SpecKey kKeys[] = {
        c->threshold = t;
        return Status::ok();
      }},
-    {"draft-schedule", "dspark draft length: fixed (gamma / threshold), cost (expected tokens per ms of verify;\n"
-                       "a round skips the network when recent network rounds were slower than plain decoding) or\n"
-                       "cost-ungated (the same without that gate)",
+    {"draft-schedule", "dspark draft length: fixed (gamma / threshold), cost (expected tokens per ms of verify) or\n"
+                       "cost-gated (cost, and a round skips the network when recent network rounds were slower\n"
+                       "than plain decoding; measured slower than cost on SmolLM2, docs/DSPARK-ENGINE.md)",
      [](const SpecConfig& c) { return c.schedule; },
-     [](SpecConfig* c, const std::string& v) { return one_of(v, {"fixed", "cost", "cost-ungated"}, &c->schedule); }},
+     [](SpecConfig* c, const std::string& v) { return one_of(v, {"fixed", "cost", "cost-gated"}, &c->schedule); }},
     {"draft-copy", "dspark copy head (prompt lookup in the sequential stage): auto (as the drafter's config\n"
                    "says), on, off, only (the copy head alone: the network never runs, a slot without a lookup\n"
                    "match ends the draft: the ablation arm for the network's part), or first (a match always takes\n"
