@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "kernels/ops.h"
-#include "kernels/packed.h"
 #include "model/archs.h"
 #include "model/model.h"
 
@@ -77,9 +76,7 @@ class Gemma3Model final : public Model {
       const LayerWeights& L = weights().layers[il];
       // Attention block.
       kernels::rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
-      matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);     // [n, n_head * hd]
-      matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);    // [n, kv_dim]
-      matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);    // [n, kv_dim]
+      project_qkv(w, L, xn, n);  // w.q [n, n_head * hd], w.k / w.v [n, kv_dim]
       for (int64_t t = 0; t < n; ++t) {
         float* q = w.q.data() + t * q_dim;
         float* k = w.k.data() + t * kv_dim;
@@ -98,16 +95,7 @@ class Gemma3Model final : public Model {
 
       // Feed-forward block (GeGLU).
       kernels::rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
-      if (kernels::packed_usable(L.w_gate_up, w.mm.isa)) {  // gate and up fused at load (model/weights.h)
-        const int64_t ld = 2 * c.n_ff;
-        float* f = w.fused_rows(n * ld);  // [n, n_ff gate | n_ff up]
-        matmul(w.mm, L.w_gate_up, xn, n, f, ld);
-        for (int64_t t = 0; t < n; ++t) gelu_.gelu_mul(f + t * ld, f + t * ld + c.n_ff, w.gate.data() + t * c.n_ff, c.n_ff);
-      } else {
-        matmul(w.mm, L.w_gate, xn, n, w.gate.data(), c.n_ff);  // [n, n_ff]
-        matmul(w.mm, L.w_up, xn, n, w.up.data(), c.n_ff);      // [n, n_ff]
-        gelu_.gelu_mul(w.gate.data(), w.up.data(), w.gate.data(), n * c.n_ff);
-      }
+      gated_ffn(w, L, xn, n, [&](const float* g, const float* u, float* o, int64_t m) { gelu_.gelu_mul(g, u, o, m); });
       matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
       kernels::rms_norm_rows(w.o.data(), L.post_ffw_norm, w.o.data(), n, n_embd, c.rms_eps);
       kernels::add_inplace(x, w.o.data(), n * n_embd);

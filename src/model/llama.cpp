@@ -72,20 +72,7 @@ class LlamaModel final : public Model {
       const LayerWeights& L = weights().layers[il];
       // Attention block.
       kernels::rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
-      if (kernels::packed_usable(L.wqkv, w.mm.isa)) {
-        const int64_t ld = q_dim + 2 * kv_dim;
-        float* f = w.fused_rows(n * ld);                  // [n, q_dim | kv_dim | kv_dim]
-        matmul(w.mm, L.wqkv, xn, n, f, ld);
-        for (int64_t t = 0; t < n; ++t) {
-          std::copy_n(f + t * ld, q_dim, w.q.data() + t * q_dim);
-          std::copy_n(f + t * ld + q_dim, kv_dim, w.k.data() + t * kv_dim);
-          std::copy_n(f + t * ld + q_dim + kv_dim, kv_dim, w.v.data() + t * kv_dim);
-        }
-      } else {
-        matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);     // [n, n_head * hd]
-        matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);    // [n, kv_dim]
-        matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);    // [n, kv_dim]
-      }
+      project_qkv(w, L, xn, n);
       for (int64_t t = 0; t < n; ++t) {
         float* q = w.q.data() + t * q_dim;
         float* k = w.k.data() + t * kv_dim;
@@ -101,16 +88,7 @@ class LlamaModel final : public Model {
 
       // Feed-forward block (SwiGLU).
       kernels::rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
-      if (kernels::packed_usable(L.w_gate_up, w.mm.isa)) {
-        const int64_t ld = 2 * c.n_ff;
-        float* f = w.fused_rows(n * ld);                    // [n, n_ff gate | n_ff up]
-        matmul(w.mm, L.w_gate_up, xn, n, f, ld);
-        for (int64_t t = 0; t < n; ++t) kernels::silu_mul(f + t * ld, f + t * ld + c.n_ff, w.gate.data() + t * c.n_ff, c.n_ff);
-      } else {
-        matmul(w.mm, L.w_gate, xn, n, w.gate.data(), c.n_ff);  // [n, n_ff]
-        matmul(w.mm, L.w_up, xn, n, w.up.data(), c.n_ff);      // [n, n_ff]
-        kernels::silu_mul(w.gate.data(), w.up.data(), w.gate.data(), n * c.n_ff);
-      }
+      gated_ffn(w, L, xn, n, [](const float* g, const float* u, float* o, int64_t m) { kernels::silu_mul(g, u, o, m); });
       matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
       kernels::add_inplace(x, w.o.data(), n * n_embd);
       if (!opt.taps.empty()) capture(w, n, opt, (int)il, x);

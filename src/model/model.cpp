@@ -207,6 +207,25 @@ void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std:
   }
 }
 
+void Model::project_qkv(ForwardScratch& w, const LayerWeights& L, const float* xn, int64_t n) const {
+  const ModelConfig& c = config_;
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  if (kernels::packed_usable(L.wqkv, w.mm.isa)) {
+    const int64_t ld = q_dim + 2 * kv_dim;
+    float* f = w.fused_rows((size_t)(n * ld));  // [n, q_dim | kv_dim | kv_dim]
+    matmul(w.mm, L.wqkv, xn, n, f, ld);
+    for (int64_t t = 0; t < n; ++t) {
+      std::copy_n(f + t * ld, q_dim, w.q.data() + t * q_dim);
+      std::copy_n(f + t * ld + q_dim, kv_dim, w.k.data() + t * kv_dim);
+      std::copy_n(f + t * ld + q_dim + kv_dim, kv_dim, w.v.data() + t * kv_dim);
+    }
+  } else {
+    matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);   // [n, n_head * hd]
+    matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);  // [n, kv_dim]
+    matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);  // [n, kv_dim]
+  }
+}
+
 // Scaled dot-product attention of the n planned rows against their sessions' caches (MQA/GQA);
 // numerics in kernels/attention.h. One job per (row, K/V head): heads sharing a K/V row read it once.
 // When there are fewer such jobs than threads (decode: one row, 1-3 K/V heads), each K/V head's query

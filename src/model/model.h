@@ -20,6 +20,7 @@
 #include "formats/gguf.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "kernels/packed.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -150,6 +151,24 @@ class Model {
   void store_kv(ForwardScratch& w, int64_t il, int64_t t, const float* k, const float* v) const;
   // Scaled dot-product attention of the n rows' q (already scaled) against their caches -> w.attn.
   void attention(ForwardScratch& w, int64_t il, int64_t n) const;
+  // w.q [n, q_dim], w.k, w.v [n, kv_dim] <- xn [n, n_embd] times wq / wk / wv, from their fused
+  // packed matrix (weights.h) when the ISA runs it, else one matmul each. Same bits either way.
+  void project_qkv(ForwardScratch& w, const LayerWeights& L, const float* xn, int64_t n) const;
+  // w.gate [n, n_ff] <- act(xn W_gate^T, xn W_up^T) row by row, act(gate, up, out, n_ff) elementwise;
+  // from the fused gate/up matrix when the ISA runs it.
+  template <class Act>
+  void gated_ffn(ForwardScratch& w, const LayerWeights& L, const float* xn, int64_t n, const Act& act) const {
+    const int64_t ff = config_.n_ff;
+    if (kernels::packed_usable(L.w_gate_up, w.mm.isa)) {
+      float* f = w.fused_rows((size_t)(n * 2 * ff));  // [n, n_ff gate | n_ff up]
+      matmul(w.mm, L.w_gate_up, xn, n, f, 2 * ff);
+      for (int64_t t = 0; t < n; ++t) act(f + t * 2 * ff, f + t * 2 * ff + ff, w.gate.data() + t * ff, ff);
+    } else {
+      matmul(w.mm, L.w_gate, xn, n, w.gate.data(), ff);  // [n, n_ff]
+      matmul(w.mm, L.w_up, xn, n, w.up.data(), ff);      // [n, n_ff]
+      act(w.gate.data(), w.up.data(), w.gate.data(), n * ff);
+    }
+  }
   // Advances the sessions' caches, then the final norm and the LM head on the rows that need them.
   void finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std::span<const int64_t> last_rows) const;
 

@@ -55,7 +55,9 @@ bool round(DSparkDrafter& d, int64_t* pos, int accepted) {
   const Status s = d.draft(req, &out);
   EXPECT_TRUE(s.is_ok()) << s.message();
   const bool ran = d.last_backbone_ran();
-  if (!ran) EXPECT_TRUE(out.tokens.empty()) << "a skipped round drafts nothing";
+  if (!ran) {
+    EXPECT_TRUE(out.tokens.empty()) << "a skipped round drafts nothing";
+  }
   const int a = std::min<int>(accepted, (int)out.tokens.size());
   std::vector<int32_t> committed(out.tokens.begin(), out.tokens.begin() + a);
   committed.insert(committed.begin(), req.pending);
