@@ -67,13 +67,18 @@ bool round(DSparkDrafter& d, int64_t* pos, int accepted) {
   return ran;
 }
 
+// begin() on an 8-token prompt; returns the next position.
+int64_t start(DSparkDrafter& d) {
+  const std::vector<int32_t> prompt(8, 5);
+  ZeroTaps pt((int64_t)prompt.size());
+  EXPECT_TRUE(d.begin(prompt, pt.rows).is_ok());
+  return (int64_t)prompt.size();
+}
+
 TEST(BackboneGate, ClosesOnLosingRoundsProbesWithBackoffAndReopens) {
   auto d = make(true);
   ASSERT_TRUE(d);
-  std::vector<int32_t> prompt(8, 5);
-  ZeroTaps pt((int64_t)prompt.size());
-  ASSERT_TRUE(d->begin(prompt, pt.rows).is_ok());
-  int64_t pos = (int64_t)prompt.size();
+  int64_t pos = start(*d);
   // Nothing accepted: each backbone round yields 1 token for more than one plain step's cost.
   for (int r = 0; r < kWarmup; ++r) EXPECT_TRUE(round(*d, &pos, 0)) << "warm-up round " << r;
   std::vector<bool> ran;
@@ -95,10 +100,7 @@ TEST(BackboneGate, ClosesOnLosingRoundsProbesWithBackoffAndReopens) {
 TEST(BackboneGate, UngatedScheduleRunsEveryRound) {
   auto d = make(false);
   ASSERT_TRUE(d);
-  std::vector<int32_t> prompt(8, 5);
-  ZeroTaps pt((int64_t)prompt.size());
-  ASSERT_TRUE(d->begin(prompt, pt.rows).is_ok());
-  int64_t pos = (int64_t)prompt.size();
+  int64_t pos = start(*d);
   for (int r = 0; r < 20; ++r) EXPECT_TRUE(round(*d, &pos, 0)) << "round " << r;
   EXPECT_FALSE(d->stats().contains("backbone_gate"));
 }
@@ -106,11 +108,8 @@ TEST(BackboneGate, UngatedScheduleRunsEveryRound) {
 TEST(BackboneGate, BeginResetsTheGate) {
   auto d = make(true);
   ASSERT_TRUE(d);
-  std::vector<int32_t> prompt(8, 5);
   for (int req = 0; req < 2; ++req) {
-    ZeroTaps pt((int64_t)prompt.size());
-    ASSERT_TRUE(d->begin(prompt, pt.rows).is_ok());
-    int64_t pos = (int64_t)prompt.size();
+    int64_t pos = start(*d);
     for (int r = 0; r < kWarmup; ++r) EXPECT_TRUE(round(*d, &pos, 0)) << "request " << req << " round " << r;
     EXPECT_FALSE(round(*d, &pos, 0)) << "request " << req << ": closed after the warm-up";
   }
