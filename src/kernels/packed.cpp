@@ -12,7 +12,8 @@ namespace dspark::kernels {
 
 bool pack_supported(DType type, Isa isa) {
   return isa == Isa::kAvx2 &&
-         (type == DType::Q8_0 || type == DType::Q4_1 || type == DType::Q4_0 || type == DType::Q5_0);
+         (type == DType::Q8_0 || type == DType::Q4_1 || type == DType::Q4_0 || type == DType::Q5_0 ||
+          type == DType::Q4_K);
 }
 
 DType packed_record_type(DType type) {
@@ -23,9 +24,14 @@ bool packed_usable(const QMatrix& w, Isa isa) {
   return w.packed != nullptr && pack_supported(w.type, std::min(isa, detect_isa()));
 }
 
+size_t packed_record_bytes(DType type) {
+  if (type == DType::Q4_K) return kPackedQ4KRecordBytes;
+  return 8 * dtype_info(packed_record_type(type)).block_bytes;
+}
+
 size_t packed_bytes(const QMatrix& w) {
   const auto& info = dtype_info(packed_record_type(w.type));
-  return (size_t)((w.n_rows + 7) / 8) * (size_t)(w.n_cols / info.block_elems) * 8 * info.block_bytes;
+  return (size_t)((w.n_rows + 7) / 8) * (size_t)(w.n_cols / info.block_elems) * packed_record_bytes(w.type);
 }
 
 namespace {
@@ -58,8 +64,49 @@ BlockQ8_0 widen_to_q8_0(DType type, const uint8_t* blk) {
 
 }  // namespace
 
+// Q4_K record of 8 rows' super-block b: d[8] f16, dmin[8] f16, sc[8 sub-blocks][8 rows] u8,
+// mp[4][8 rows] i32 (m of sub-blocks 2k | 2k+1 << 16), then per sub-block j 4 x 32 bytes of nibble
+// pairs as in a Q4_1 record (byte 4i + e of vector k: element 4k + e low, 16 + 4k + e high).
+namespace {
+void pack_q4_k_record(const uint8_t* const* blk, uint8_t* out) {
+  for (int i = 0; i < 8; ++i) {
+    BlockQ4_K b;
+    std::memcpy(&b, blk[i], sizeof b);
+    std::memcpy(out + 2 * i, &b.d, 2);
+    std::memcpy(out + 16 + 2 * i, &b.dmin, 2);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &m[j]);
+    for (int j = 0; j < 8; ++j) out[32 + 8 * j + i] = sc[j];
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t mp = (uint32_t)m[2 * k] | ((uint32_t)m[2 * k + 1] << 16);
+      std::memcpy(out + 96 + 32 * k + 4 * i, &mp, 4);
+    }
+    for (int j = 0; j < 8; ++j) {
+      // element l of sub-block j: nibble (j & 1) of qs[32 * (j / 2) + l]
+      auto q = [&](int l) { return (uint8_t)((b.qs[32 * (j / 2) + l] >> (4 * (j & 1))) & 0x0F); };
+      for (int k = 0; k < 4; ++k)
+        for (int e = 0; e < 4; ++e)
+          out[224 + 128 * j + 32 * k + 4 * i + e] = (uint8_t)(q(4 * k + e) | (q(16 + 4 * k + e) << 4));
+    }
+  }
+}
+}  // namespace
+
 void pack_x8(const QMatrix& w, uint8_t* dst) {
-  DSPARK_CHECK(w.type == DType::Q8_0 || w.type == DType::Q4_1 || w.type == DType::Q4_0 || w.type == DType::Q5_0);
+  DSPARK_CHECK(w.type == DType::Q8_0 || w.type == DType::Q4_1 || w.type == DType::Q4_0 || w.type == DType::Q5_0 ||
+               w.type == DType::Q4_K);
+  if (w.type == DType::Q4_K) {
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    const int64_t nb = w.n_cols / 256, n_groups = (w.n_rows + 7) / 8;
+    for (int64_t g = 0; g < n_groups; ++g)
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk[8];
+        for (int i = 0; i < 8; ++i)
+          blk[i] = base + (size_t)std::min<int64_t>(8 * g + i, w.n_rows - 1) * w.row_stride + (size_t)b * sizeof(BlockQ4_K);
+        pack_q4_k_record(blk, dst + (size_t)(g * nb + b) * kPackedQ4KRecordBytes);
+      }
+    return;
+  }
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t nb = w.n_cols / 32, n_groups = (w.n_rows + 7) / 8;
   const DType rec_type = packed_record_type(w.type);

@@ -31,11 +31,18 @@ bool pack_supported(DType type, Isa isa);
 // bytes per block, because the 4-bit and fifth-bit unpacking cost more than the bytes on AVX2.
 DType packed_record_type(DType type);
 
+// Q4_K is packed in its own record (cpu/cpu.h): 8 rows' d, dmin, unpacked 6-bit scales and mins, and
+// the nibbles in Q4_1's interleave per 32-element sub-block: 1,248 bytes per 8 x 256 elements.
+inline constexpr size_t kPackedQ4KRecordBytes = 32 + 64 + 128 + 1024;
+
+// Bytes of one packed record (8 rows x one block of the record type).
+size_t packed_record_bytes(DType type);
+
 // True when matmul runs `w` from its packed copy under ctx's ISA (capped at the CPU's). A matrix
 // that exists only packed (data == nullptr: model/weights.h's fused matrices) is usable only then.
 bool packed_usable(const QMatrix& w, Isa isa);
 
-// Bytes of the packed copy: ceil(n_rows / 8) * (n_cols / 32) * 8 * block_bytes(packed_record_type).
+// Bytes of the packed copy: ceil(n_rows / 8) * (n_cols / block_elems) * packed_record_bytes(type).
 size_t packed_bytes(const QMatrix& w);
 
 // Writes the packed copy of w (pack_supported type) to dst[packed_bytes(w)]. Portable code.

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/packed.h"
 
 namespace dspark::kernels::cpu {
 namespace {
@@ -30,6 +31,7 @@ inline void keep_in_register(__m256i& x) { asm volatile("" : "+x"(x)); }
 
 // Q4_1 record: d[8] f16, m[8] f16, 4 x 32 bytes of nibble pairs (element 4j+e low, 16+4j+e high).
 struct PackQ4_1 {
+  static constexpr int kElems = 32;
   static constexpr size_t kRec = 160;
   // Exact block sums of the 8 rows against NT tokens' 32 activations a[t] (int8), the weights
   // loaded and unpacked once for all tokens. |pair| <= 2 * 15 * 127, so the eight pair sums of a
@@ -60,6 +62,7 @@ struct PackQ4_1 {
 
 // Q8_0 record: d[8] f16, 8 x 32 bytes (rows' elements 4k..4k+3, int8).
 struct PackQ8_0 {
+  static constexpr int kElems = 32;
   static constexpr size_t kRec = 272;
   // Signed x signed via the sign trick; |pair| <= 2 * 127 * 127 fits int16, widened every step.
   template <int NT>
@@ -82,6 +85,55 @@ struct PackQ8_0 {
   }
 };
 
+// Q4_K record (kernels/packed.h): d[8] f16, dmin[8] f16, sc[8][8] u8, mp[4][8] i32, then per
+// sub-block j the nibbles as in a Q4_1 record. Canonical K4 step (cpu.h): I = sum_j sc_j * isum_j,
+// M = sum_j m_j * (bsums[2j] + bsums[2j+1]); acc = fma(f32(I), d_w * d_a, acc), then
+// acc = fma(-f32(M), dmin_w * d_a, acc).
+struct PackQ4_K {
+  static constexpr int kElems = 256;
+  static constexpr size_t kRec = 32 + 64 + 128 + 1024;
+  template <int NT>
+  static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
+    for (int t = 0; t < NT; ++t) is[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* q = rec + 224 + 128 * j;
+      __m256i s[NT];
+      for (int k = 0; k < 4; ++k) {
+        const __m256i raw = load256(q + 32 * k);
+        const __m256i lo = _mm256_and_si256(raw, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+        for (int t = 0; t < NT; ++t) {
+          const uint8_t* aj = a[t] + 32 * j;
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(aj + 4 * k)),
+                                             _mm256_maddubs_epi16(hi, bcast4(aj + 16 + 4 * k)));
+          s[t] = k == 0 ? p : _mm256_add_epi16(s[t], p);
+          keep_in_register(s[t]);
+        }
+      }
+      // |pair| <= 2 * 15 * 127, eight pair sums per lane fit int16 (as for Q4_1).
+      const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 32 + 8 * j)));
+      for (int t = 0; t < NT; ++t) {
+        is[t] = _mm256_add_epi32(is[t], _mm256_mullo_epi32(_mm256_madd_epi16(s[t], one), sc));
+        keep_in_register(is[t]);
+      }
+    }
+  }
+  static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
+    const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
+    A = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(load_f16x8(rec), _mm256_set1_ps(da)), A);
+    const auto* bs = reinterpret_cast<const int16_t*>(act + L.off_bs) + 16 * b;
+    __m256i m = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const int s0 = bs[4 * k] + bs[4 * k + 1], s1 = bs[4 * k + 2] + bs[4 * k + 3];
+      const int32_t pair = (int32_t)((uint32_t)(uint16_t)s0 | ((uint32_t)(uint16_t)s1 << 16));
+      m = _mm256_add_epi32(m, _mm256_madd_epi16(load256(rec + 96 + 32 * k), _mm256_set1_epi32(pair)));
+    }
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(load_f16x8(rec + 16), _mm256_set1_ps(da)), A);
+  }
+};
+
+static_assert(PackQ4_K::kRec == kPackedQ4KRecordBytes);
+
 // RG row groups (8 rows each, starting at row r) x NT tokens (activation rows a0 + t * stride),
 // all blocks: RG * NT accumulators in registers (compile-time counts). Each row's blocks are
 // accumulated in order 0..nb-1 with the canonical f32 steps, so grouping changes no bit; several
@@ -89,7 +141,7 @@ struct PackQ8_0 {
 template <class P, int RG, int NT>
 void tile(const QMatrix& wm, int64_t r, int64_t r1, const uint8_t* a0, const ActLayout& L, int64_t t0, float* y,
           int64_t ldy) {
-  const int64_t nb = wm.n_cols / 32;
+  const int64_t nb = wm.n_cols / P::kElems;
   const size_t group_bytes = (size_t)nb * P::kRec;
   const uint8_t* g0 = wm.packed + (size_t)(r / 8) * group_bytes;
   const uint8_t* a[NT];
@@ -99,7 +151,7 @@ void tile(const QMatrix& wm, int64_t r, int64_t r1, const uint8_t* a0, const Act
     for (int t = 0; t < NT; ++t) A[g][t] = _mm256_setzero_ps();
   const uint8_t* ab[NT];
   for (int64_t b = 0; b < nb; ++b) {
-    for (int t = 0; t < NT; ++t) ab[t] = a[t] + 32 * b;
+    for (int t = 0; t < NT; ++t) ab[t] = a[t] + P::kElems * b;
     for (int g = 0; g < RG; ++g) {
       const uint8_t* rec = g0 + (size_t)g * group_bytes + (size_t)b * P::kRec;
       __m256i is[NT];
@@ -147,7 +199,7 @@ void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, 
   DSPARK_CHECK(r0 % 8 == 0);
   constexpr size_t kRowBlockBytes = 256 * 1024;
   constexpr int64_t kChunk = 4;
-  const size_t group_bytes = (size_t)(wm.n_cols / 32) * P::kRec;
+  const size_t group_bytes = (size_t)(wm.n_cols / P::kElems) * P::kRec;
   // Decode: one pass over all rows. Verify windows: 4 row groups (a few KB each) per block, so that
   // every token chunk finds them in L1. Prefill: L2-sized blocks.
   const int64_t rb_rows = n_tok == 1 ? r1 - r0
@@ -169,6 +221,7 @@ bool packed_kernels_avx2(DType t, GemmFn* out) {
     case DType::Q8_0:
     case DType::Q4_0:  // packed as Q8_0 records (kernels/packed.h)
     case DType::Q5_0: *out = &gemm_packed<PackQ8_0>; return true;
+    case DType::Q4_K: *out = &gemm_packed<PackQ4_K>; return true;
     case DType::Q4_1: *out = &gemm_packed<PackQ4_1>; return true;
     default: return false;
   }

@@ -30,7 +30,7 @@ TEST(Packed, SupportedTypesAndSize) {
   EXPECT_TRUE(pack_supported(DType::Q4_1, Isa::kAvx2));
   EXPECT_TRUE(pack_supported(DType::Q5_0, Isa::kAvx2));
   EXPECT_TRUE(pack_supported(DType::Q4_0, Isa::kAvx2));
-  EXPECT_FALSE(pack_supported(DType::Q4_K, Isa::kAvx2));
+  EXPECT_FALSE(pack_supported(DType::Q6_K, Isa::kAvx2));
   EXPECT_FALSE(pack_supported(DType::Q8_0, Isa::kScalar));
   QMatrix w{DType::Q4_1, 13, 64, nullptr, row_bytes(DType::Q4_1, 64)};
   EXPECT_EQ(packed_bytes(w), (size_t)2 * 2 * 8 * 20);  // 2 groups (13 rows -> 16) x 2 blocks x 8 rows
@@ -38,15 +38,18 @@ TEST(Packed, SupportedTypesAndSize) {
   EXPECT_EQ(packed_record_type(DType::Q5_0), DType::Q8_0);
   QMatrix w5{DType::Q5_0, 13, 64, nullptr, row_bytes(DType::Q5_0, 64)};
   EXPECT_EQ(packed_bytes(w5), (size_t)2 * 2 * 8 * 34);
+  EXPECT_TRUE(pack_supported(DType::Q4_K, Isa::kAvx2));
+  QMatrix wk{DType::Q4_K, 13, 512, nullptr, row_bytes(DType::Q4_K, 512)};
+  EXPECT_EQ(packed_bytes(wk), (size_t)2 * 2 * kPackedQ4KRecordBytes);
 }
 
 TEST(Packed, BitwiseEqualToCanonicalKernels) {
   if (detect_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2";
   ThreadPool pool2(2);
   Rng rng(11);
-  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q4_0, DType::Q5_0})
+  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q4_0, DType::Q5_0, DType::Q4_K})
     for (int64_t rows : {8, 13, 40, 77})
-      for (int64_t cols : {32, 96, 576})
+      for (int64_t cols : t == DType::Q4_K ? std::vector<int64_t>{256, 512, 1280} : std::vector<int64_t>{32, 96, 576})
         for (auto pat : {test::Pattern::kRandom, test::Pattern::kZeroBlocks, test::Pattern::kAllEqual,
                          test::Pattern::kLarge}) {
           auto w = test::make_matrix(rng, t, rows, cols, pat);
@@ -75,7 +78,7 @@ TEST(Packed, BitwiseEqualToCanonicalKernels) {
 TEST(Packed, WindowsMatchSingleTokens) {
   if (detect_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2";
   Rng rng(5);
-  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q5_0}) {
+  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q4_K}) {
     auto w = test::make_matrix(rng, t, 1029, 2048, test::Pattern::kRandom);
     std::vector<uint8_t> packed(packed_bytes(w.m));
     pack_x8(w.m, packed.data());
