@@ -1,5 +1,5 @@
-// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 matrix, or of a Q4_0 / Q5_0 one as Q8_0 records
-// (layout: kernels/packed.h, cpu/cpu.h).
+// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 / Q4_K matrix, or of a Q4_0 / Q5_0 one as Q8_0
+// records (layout: kernels/packed.h, cpu/cpu.h).
 #include "kernels/packed.h"
 
 #include <algorithm>

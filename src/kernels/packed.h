@@ -9,7 +9,7 @@
 // the f32 steps after them are the canonical ones (cpu/cpu.h), so results are bitwise those of every
 // other path (tests/unit/kernels/test_packed.cpp).
 //
-// Layout (cpu/cpu.h has the per-type records): rows in groups of 8, the last group repeating its
+// Layout (the per-type records are described in cpu/packed_avx2.cpp): rows in groups of 8, the last group repeating its
 // last row; record (g, b) of group g and block b at offset (g * n_blocks + b) * 8 * block_bytes of
 // the record type (packed_record_type).
 #pragma once
@@ -23,7 +23,7 @@
 namespace dspark::kernels {
 
 // True when matmul has a packed kernel for `type` on `isa`: AVX2 (without AVX-512 VNNI, whose
-// kernels are used as they are), Q8_0 and Q4_1, and Q4_0 / Q5_0 packed as Q8_0 records.
+// kernels are used as they are), Q8_0, Q4_1 and Q4_K, and Q4_0 / Q5_0 packed as Q8_0 records.
 bool pack_supported(DType type, Isa isa);
 
 // The record type of a packed `type`: Q4_0 and Q5_0 are widened to Q8_0 (int8 weights q - 8 /

@@ -1,4 +1,4 @@
-// AVX2 kernels over the packed "x8" layout (kernels/packed.h; records in cpu.h): lanes = the 8 rows
+// AVX2 kernels over the packed "x8" layout (kernels/packed.h; records below): lanes = the 8 rows
 // of a group. For each 4-element group k of a block, vpmaddubsw of the 8 rows' 4 weights (32 bytes)
 // against the token's 4 activations broadcast gives each row's pair sums in its own lane, so the
 // exact int32 block sums need no transpose; the f32 steps are the canonical ones (cpu.h), bitwise
