@@ -62,12 +62,9 @@ BlockQ8_0 widen_to_q8_0(DType type, const uint8_t* blk) {
   return o;
 }
 
-}  // namespace
-
 // Q4_K record of 8 rows' super-block b: d[8] f16, dmin[8] f16, sc[8 sub-blocks][8 rows] u8,
 // mp[4][8 rows] i32 (m of sub-blocks 2k | 2k+1 << 16), then per sub-block j 4 x 32 bytes of nibble
 // pairs as in a Q4_1 record (byte 4i + e of vector k: element 4k + e low, 16 + 4k + e high).
-namespace {
 void pack_q4_k_record(const uint8_t* const* blk, uint8_t* out) {
   for (int i = 0; i < 8; ++i) {
     BlockQ4_K b;

@@ -9,9 +9,9 @@
 // the f32 steps after them are the canonical ones (cpu/cpu.h), so results are bitwise those of every
 // other path (tests/unit/kernels/test_packed.cpp).
 //
-// Layout (the per-type records are described in cpu/packed_avx2.cpp): rows in groups of 8, the last group repeating its
-// last row; record (g, b) of group g and block b at offset (g * n_blocks + b) * 8 * block_bytes of
-// the record type (packed_record_type).
+// Layout (the per-type records are described in cpu/packed_avx2.cpp): rows in groups of 8, the last
+// group repeating its last row; record (g, b) of group g and block b at offset
+// (g * n_blocks + b) * packed_record_bytes(type).
 #pragma once
 
 #include <cstddef>
@@ -31,7 +31,7 @@ bool pack_supported(DType type, Isa isa);
 // bytes per block, because the 4-bit and fifth-bit unpacking cost more than the bytes on AVX2.
 DType packed_record_type(DType type);
 
-// Q4_K is packed in its own record (cpu/cpu.h): 8 rows' d, dmin, unpacked 6-bit scales and mins, and
+// Q4_K is packed in its own record (kernels/packed.cpp, cpu/packed_avx2.cpp): 8 rows' d, dmin, unpacked 6-bit scales and mins, and
 // the nibbles in Q4_1's interleave per 32-element sub-block: 1,248 bytes per 8 x 256 elements.
 inline constexpr size_t kPackedQ4KRecordBytes = 32 + 64 + 128 + 1024;
 

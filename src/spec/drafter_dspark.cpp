@@ -149,6 +149,7 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
       gate_.ms += kGateEmaWeight * (gate_.pending_ms - gate_.ms);
     }
     ++gate_.n;
+    ++gate_rounds_;
     gate_.pending = false;
   }
   if (opt_.copy && !copy_.commit(committed, pos))
@@ -170,10 +171,10 @@ bool DSparkDrafter::gate_open(double serial_rate) {
   if (++gate_.skipped > gate_.backoff) {
     gate_.skipped = 0;
     gate_.backoff = std::min(2 * gate_.backoff, kGateMaxBackoff);
-    ++gate_.probes;
+    ++gate_probes_;
     return true;
   }
-  ++gate_.skips;
+  ++gate_skips_;
   return false;
 }
 
@@ -185,7 +186,7 @@ nlohmann::json DSparkDrafter::stats() const {
                       {"draft_rounds", rounds_}, {"backbone_rounds", backbone_rounds_}};
   if (opt_.copy) j["copy_head"] = copy_.stats();
   if (opt_.schedule && opt_.backbone_gate)
-    j["backbone_gate"] = {{"rounds_skipped", gate_.skips}, {"probes", gate_.probes}, {"gated_rounds", gate_.n}};
+    j["backbone_gate"] = {{"rounds_skipped", gate_skips_}, {"probes", gate_probes_}, {"gated_rounds", gate_rounds_}};
   return j;
 }
 

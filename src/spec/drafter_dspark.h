@@ -161,10 +161,10 @@ class DSparkDrafter : public Drafter {
     double tokens = 0, ms = 0;   // EMA of tokens committed, of cost (backbone + verify) in ms
     int64_t n = 0;               // gated rounds observed
     int skipped = 0, backoff = 1;
-    int64_t skips = 0, probes = 0;
     bool pending = false;        // the last draft ran the backbone from slot 0: commit() scores it
     double pending_ms = 0;       // that round's cost from the tables
-  } gate_;
+  } gate_;                       // reset by begin()
+  int64_t gate_skips_ = 0, gate_probes_ = 0, gate_rounds_ = 0;  // over all requests, like rounds_
 };
 
 }  // namespace dspark::spec
