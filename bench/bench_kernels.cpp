@@ -72,7 +72,7 @@ dspark::ThreadPool& pool(int n) {
 }
 
 // args: shape index, n_tokens, threads, isa (0 scalar, 1 avx2, 2 avx512-vnni, 3 avx512 + AMX-INT8),
-// packed (1: the x8 copy of kernels/packed.h, AVX2 Q8_0 / Q4_1 only)
+// packed (1: the x8 copy of kernels/packed.h, where pack_supported)
 void BM_Matmul(benchmark::State& state) {
   const int shape = (int)state.range(0);
   const int64_t ntok = state.range(1);
@@ -125,7 +125,7 @@ void Args(benchmark::internal::Benchmark* b) {
         if (isa == 3 && ntok == 1) continue;  // AMX is for n_tokens >= 2
         for (int threads : {1, 2}) {
           b->Args({s, ntok, threads, isa, 0});
-          if (isa == 1 && pack_supported(kShapes[s].type, Isa::kAvx2))
+          if ((isa == 1 || isa == 2) && pack_supported(kShapes[s].type, (Isa)isa))
             b->Args({s, ntok, threads, isa, 1});
         }
       }

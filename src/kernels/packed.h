@@ -1,5 +1,5 @@
-// Row-interleaved ("x8") copies of quantized weight matrices, made once at load for the AVX2
-// matmul (decode, verify windows and prefill).
+// Row-interleaved ("x8") copies of quantized weight matrices, made once at load for the AVX2 and
+// AVX-512 VNNI (without AMX) matmul (decode, verify windows and prefill).
 //
 // Why: the canonical kernel (cpu/gemm_impl.h) reads 8 rows as 8 separate streams and, per 32-element
 // block, transposes 8 vectors of partial sums into the 8 exact block sums. In the packed layout the
@@ -22,8 +22,9 @@
 
 namespace dspark::kernels {
 
-// True when matmul has a packed kernel for `type` on `isa`: AVX2 (without AVX-512 VNNI, whose
-// kernels are used as they are), Q8_0, Q4_1 and Q4_K, and Q4_0 / Q5_0 packed as Q8_0 records.
+// True when matmul has a packed kernel for `type` on `isa`: AVX2, or AVX-512 VNNI on a CPU without
+// AMX (with AMX the unpacked VNNI and AMX kernels are used as they are); Q8_0, Q4_1 and Q4_K, and
+// Q4_0 / Q5_0 packed as Q8_0 records.
 bool pack_supported(DType type, Isa isa);
 
 // The record type of a packed `type`: Q4_0 and Q5_0 are widened to Q8_0 (int8 weights q - 8 /

@@ -116,14 +116,20 @@ void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_toke
   const Isa isa = std::min(ctx.isa, detect_isa());  // never run code the CPU lacks
   cpu::KernelSet ks;
   bool have = false;
-  if (isa == Isa::kAvx512) have = cpu::kernels_avx512(w.type, &ks);
+  const bool packed = w.packed && pack_supported(w.type, isa);
+  if (packed) {  // the packed kernels take the AVX2 kernels' activations under either ISA (cpu.h)
+    have = cpu::kernels_avx2(w.type, &ks);
+    DSPARK_CHECK(have && (isa == Isa::kAvx512 ? cpu::packed_kernels_avx512(w.type, &ks.gemm)
+                                              : cpu::packed_kernels_avx2(w.type, &ks.gemm)));
+  }
+  if (!have && isa == Isa::kAvx512) have = cpu::kernels_avx512(w.type, &ks);
   if (!have && isa >= Isa::kAvx2) have = cpu::kernels_avx2(w.type, &ks);
   if (!have) {
     matmul_scalar(ctx, w, x, n_tokens, y, ldy);
     return;
   }
   const cpu::ActLayout L = cpu::act_layout(ks.act, w.n_cols);
-  if (isa == Isa::kAvx512 && ctx.allow_amx && n_tokens >= cpu::amx_min_tokens(w.type) && cpu::amx_supports(w.type) &&
+  if (!packed && isa == Isa::kAvx512 && ctx.allow_amx && n_tokens >= cpu::amx_min_tokens(w.type) && cpu::amx_supports(w.type) &&
       cpu::amx_usable()) {
     const int64_t n_pad = (n_tokens + cpu::kAmxTokenPad - 1) / cpu::kAmxTokenPad * cpu::kAmxTokenPad;
     uint8_t* buf = scratch(ctx, L.stride * (size_t)n_pad);
@@ -135,11 +141,7 @@ void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_toke
     for_rows(ctx, w.n_rows, [&](int64_t r0, int64_t r1) { cpu::gemm_amx(w, r0, r1, buf, L, n_tokens, y, ldy); });
     return;
   }
-  if (w.packed && pack_supported(w.type, isa)) {
-    cpu::GemmFn packed = nullptr;
-    if (cpu::packed_kernels_avx2(w.type, &packed)) ks.gemm = packed;
-  }
-  DSPARK_CHECK(w.data != nullptr || ks.gemm != nullptr);  // packed-only matrices: callers check packed_usable
+  DSPARK_CHECK(w.data != nullptr || packed);  // packed-only matrices: callers check packed_usable
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   if (ks.quantize) {
     uint8_t* buf = scratch(ctx, L.stride * (size_t)n_tokens);

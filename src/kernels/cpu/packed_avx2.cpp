@@ -1,230 +1,40 @@
-// AVX2 kernels over the packed "x8" layout (kernels/packed.h; records below): lanes = the 8 rows
-// of a group. For each 4-element group k of a block, vpmaddubsw of the 8 rows' 4 weights (32 bytes)
-// against the token's 4 activations broadcast gives each row's pair sums in its own lane, so the
-// exact int32 block sums need no transpose; the f32 steps are the canonical ones (cpu.h), bitwise
-// equal to qrows8 and the scalar kernels. Work is done in register tiles of row groups x tokens
-// (compile-time sizes, so accumulators never spill): a record's weights are loaded and unpacked once
-// for every token of the tile, and the tile's independent FMA chains hide the latency of each one.
+// AVX2 kernels over the packed "x8" layout (kernels/packed.h; templates and records in
+// packed_impl.h): unsigned x signed 4-byte groups via vpmaddubsw, whose int16 pair sums are added
+// in int16 (|pair| <= 2 * 15 * 127 and at most eight per lane before a finish: within int16) and
+// widened once by vpmaddwd; signed x signed via the sign trick, widened every step
+// (|pair| <= 2 * 127 * 127). One chain per accumulator: integer adds have 1-cycle latency.
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cstring>
+#include "kernels/cpu/keep_in_register.h"
 
-#include "core/status.h"
-#include "kernels/cpu/cpu.h"
-#include "kernels/packed.h"
+#define DSPARK_ISA_NS avx2p
+
+namespace dspark::kernels::cpu::avx2p {
+
+struct U4Acc {
+  __m256i s = _mm256_setzero_si256();  // int16 pair sums
+  void add(__m256i u1, __m256i s1, __m256i u2, __m256i s2) {
+    s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(u1, s1), _mm256_maddubs_epi16(u2, s2)));
+  }
+  __m256i finish() const { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
+  void pin() { keep_in_register(s); }
+};
+
+struct S8Acc {
+  __m256i s = _mm256_setzero_si256();  // int32
+  void add(int, __m256i absw, __m256i sa) {
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(absw, sa), _mm256_set1_epi16(1)));
+  }
+  __m256i finish() const { return s; }
+  void pin() { keep_in_register(s); }
+};
+
+}  // namespace dspark::kernels::cpu::avx2p
+
+#include "kernels/cpu/packed_impl.h"
 
 namespace dspark::kernels::cpu {
-namespace {
 
-inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-inline __m256i bcast4(const uint8_t* p) {  // 4 activation bytes into every 32-bit lane
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// An empty asm that takes x in a register: the compiler cannot reassociate the integer sums across
-// it into a wide tree (which kept every product live and spilled them to the stack).
-inline void keep_in_register(__m256i& x) { asm volatile("" : "+x"(x)); }
-
-// Q4_1 record: d[8] f16, m[8] f16, 4 x 32 bytes of nibble pairs (element 4j+e low, 16+4j+e high).
-struct PackQ4_1 {
-  static constexpr int kElems = 32;
-  static constexpr size_t kRec = 160;
-  // Exact block sums of the 8 rows against NT tokens' 32 activations a[t] (int8), the weights
-  // loaded and unpacked once for all tokens. |pair| <= 2 * 15 * 127, so the eight pair sums of a
-  // token stay within int16 (in any order: integer adds are exact) before the one vpmaddwd.
-  template <int NT>
-  static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
-    const __m256i lo4 = _mm256_set1_epi8(0x0F);
-    __m256i s[NT];
-    for (int j = 0; j < 4; ++j) {
-      const __m256i raw = load256(rec + 32 + 32 * j);
-      const __m256i lo = _mm256_and_si256(raw, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(a[t] + 4 * j)),
-                                           _mm256_maddubs_epi16(hi, bcast4(a[t] + 16 + 4 * j)));
-        s[t] = j == 0 ? p : _mm256_add_epi16(s[t], p);
-        keep_in_register(s[t]);
-      }
-    }
-    for (int t = 0; t < NT; ++t) is[t] = _mm256_madd_epi16(s[t], _mm256_set1_epi16(1));
-  }
-  static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
-    const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
-    const float sa = reinterpret_cast<const float*>(act + L.off_s)[b];
-    A = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(load_f16x8(rec), _mm256_set1_ps(da)), A);
-    return _mm256_fmadd_ps(load_f16x8(rec + 16), _mm256_set1_ps(sa), A);
-  }
-};
-
-// Q8_0 record: d[8] f16, 8 x 32 bytes (rows' elements 4k..4k+3, int8).
-struct PackQ8_0 {
-  static constexpr int kElems = 32;
-  static constexpr size_t kRec = 272;
-  // Signed x signed via the sign trick; |pair| <= 2 * 127 * 127 fits int16, widened every step.
-  template <int NT>
-  static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
-    const __m256i one = _mm256_set1_epi16(1);
-    for (int t = 0; t < NT; ++t) is[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-      const __m256i q = load256(rec + 16 + 32 * k), aq = _mm256_sign_epi8(q, q);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(bcast4(a[t] + 4 * k), q)), one);
-        is[t] = _mm256_add_epi32(is[t], p);
-        keep_in_register(is[t]);
-      }
-    }
-  }
-  static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
-    const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(load_f16x8(rec), _mm256_set1_ps(da)), A);
-  }
-};
-
-// Q4_K record (kernels/packed.h): d[8] f16, dmin[8] f16, sc[8][8] u8, mp[4][8] i32, then per
-// sub-block j the nibbles as in a Q4_1 record. Canonical K4 step (cpu.h): I = sum_j sc_j * isum_j,
-// M = sum_j m_j * (bsums[2j] + bsums[2j+1]); acc = fma(f32(I), d_w * d_a, acc), then
-// acc = fma(-f32(M), dmin_w * d_a, acc).
-struct PackQ4_K {
-  static constexpr int kElems = 256;
-  static constexpr size_t kRec = 32 + 64 + 128 + 1024;
-  template <int NT>
-  static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
-    const __m256i lo4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
-    for (int t = 0; t < NT; ++t) is[t] = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* q = rec + 224 + 128 * j;
-      __m256i s[NT];
-      for (int k = 0; k < 4; ++k) {
-        const __m256i raw = load256(q + 32 * k);
-        const __m256i lo = _mm256_and_si256(raw, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
-        for (int t = 0; t < NT; ++t) {
-          const uint8_t* aj = a[t] + 32 * j;
-          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(aj + 4 * k)),
-                                             _mm256_maddubs_epi16(hi, bcast4(aj + 16 + 4 * k)));
-          s[t] = k == 0 ? p : _mm256_add_epi16(s[t], p);
-          keep_in_register(s[t]);
-        }
-      }
-      // |pair| <= 2 * 15 * 127, eight pair sums per lane fit int16 (as for Q4_1).
-      const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 32 + 8 * j)));
-      for (int t = 0; t < NT; ++t) {
-        is[t] = _mm256_add_epi32(is[t], _mm256_mullo_epi32(_mm256_madd_epi16(s[t], one), sc));
-        keep_in_register(is[t]);
-      }
-    }
-  }
-  static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
-    const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
-    A = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(load_f16x8(rec), _mm256_set1_ps(da)), A);
-    const auto* bs = reinterpret_cast<const int16_t*>(act + L.off_bs) + 16 * b;
-    __m256i m = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const int s0 = bs[4 * k] + bs[4 * k + 1], s1 = bs[4 * k + 2] + bs[4 * k + 3];
-      const int32_t pair = (int32_t)((uint32_t)(uint16_t)s0 | ((uint32_t)(uint16_t)s1 << 16));
-      m = _mm256_add_epi32(m, _mm256_madd_epi16(load256(rec + 96 + 32 * k), _mm256_set1_epi32(pair)));
-    }
-    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(load_f16x8(rec + 16), _mm256_set1_ps(da)), A);
-  }
-};
-
-static_assert(PackQ4_K::kRec == kPackedQ4KRecordBytes);
-
-// RG row groups (8 rows each, starting at row r) x NT tokens (activation rows a0 + t * stride),
-// all blocks: RG * NT accumulators in registers (compile-time counts). Each row's blocks are
-// accumulated in order 0..nb-1 with the canonical f32 steps, so grouping changes no bit; several
-// groups or tokens give the out-of-order core independent FMA chains (one chain is latency-bound).
-template <class P, int RG, int NT>
-void tile(const QMatrix& wm, int64_t r, int64_t r1, const uint8_t* a0, const ActLayout& L, int64_t t0, float* y,
-          int64_t ldy) {
-  const int64_t nb = wm.n_cols / P::kElems;
-  const size_t group_bytes = (size_t)nb * P::kRec;
-  const uint8_t* g0 = wm.packed + (size_t)(r / 8) * group_bytes;
-  const uint8_t* a[NT];
-  for (int t = 0; t < NT; ++t) a[t] = a0 + (size_t)t * L.stride;
-  __m256 A[RG][NT];
-  for (int g = 0; g < RG; ++g)
-    for (int t = 0; t < NT; ++t) A[g][t] = _mm256_setzero_ps();
-  const uint8_t* ab[NT];
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int t = 0; t < NT; ++t) ab[t] = a[t] + P::kElems * b;
-    for (int g = 0; g < RG; ++g) {
-      const uint8_t* rec = g0 + (size_t)g * group_bytes + (size_t)b * P::kRec;
-      __m256i is[NT];
-      P::template isum<NT>(rec, ab, is);
-      for (int t = 0; t < NT; ++t) A[g][t] = P::step(A[g][t], rec, is[t], a[t], L, b);
-    }
-  }
-  alignas(32) float out[8];
-  for (int g = 0; g < RG; ++g) {
-    const int nr = (int)std::min<int64_t>(8, r1 - (r + 8 * g));
-    for (int t = 0; t < NT; ++t) {
-      _mm256_store_ps(out, A[g][t]);
-      for (int i = 0; i < nr; ++i) y[(t0 + t) * ldy + r + 8 * g + i] = out[i];
-    }
-  }
-}
-
-// Rows [rb, re) x tokens [t0, t0 + NT), NT <= 4: row groups RG at a time (then singly), so that
-// RG * NT (3 or 4) accumulator chains are in flight.
-template <class P, int RG, int NT>
-void rows_x_tokens(const QMatrix& wm, int64_t rb, int64_t re, const uint8_t* a0, const ActLayout& L, int64_t t0,
-                   float* y, int64_t ldy) {
-  int64_t r = rb;
-  for (; r + 8 * RG <= re; r += 8 * RG) tile<P, RG, NT>(wm, r, re, a0, L, t0, y, ldy);
-  for (; r < re; r += 8) tile<P, 1, NT>(wm, r, re, a0, L, t0, y, ldy);
-}
-
-template <class P>
-void token_chunk(const QMatrix& wm, int64_t rb, int64_t re, const uint8_t* a0, const ActLayout& L, int64_t t0,
-                 int64_t nt, float* y, int64_t ldy) {
-  switch (nt) {
-    case 1: rows_x_tokens<P, 4, 1>(wm, rb, re, a0, L, t0, y, ldy); break;
-    case 2: rows_x_tokens<P, 1, 2>(wm, rb, re, a0, L, t0, y, ldy); break;
-    case 3: rows_x_tokens<P, 1, 3>(wm, rb, re, a0, L, t0, y, ldy); break;
-    default: rows_x_tokens<P, 1, 4>(wm, rb, re, a0, L, t0, y, ldy); break;
-  }
-}
-
-// Rows [r0, r1) x all tokens: tokens in chunks of up to 4 (accumulators in registers; a row
-// group's records, a few KB, stay in L1 between chunks), rows in blocks of about kRowBlockBytes of
-// packed weights so that a block stays in L2 while every token chunk passes over it (prefill).
-template <class P>
-void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, int64_t n_tok,
-                 float* y, int64_t ldy) {
-  DSPARK_CHECK(r0 % 8 == 0);
-  constexpr size_t kRowBlockBytes = 256 * 1024;
-  constexpr int64_t kChunk = 4;
-  const size_t group_bytes = (size_t)(wm.n_cols / P::kElems) * P::kRec;
-  // Decode: one pass over all rows. Verify windows: 4 row groups (a few KB each) per block, so that
-  // every token chunk finds them in L1. Prefill: L2-sized blocks.
-  const int64_t rb_rows = n_tok == 1 ? r1 - r0
-                          : n_tok <= 16 ? 32
-                                        : 8 * std::max<int64_t>(1, (int64_t)(kRowBlockBytes / group_bytes));
-  for (int64_t rb = r0; rb < r1; rb += rb_rows) {
-    const int64_t re = std::min(r1, rb + rb_rows);
-    for (int64_t t0 = 0; t0 < n_tok; t0 += kChunk) {
-      const int64_t nt = std::min(kChunk, n_tok - t0);
-      token_chunk<P>(wm, rb, re, act + (size_t)t0 * L.stride, L, t0, nt, y, ldy);
-    }
-  }
-}
-
-}  // namespace
-
-bool packed_kernels_avx2(DType t, GemmFn* out) {
-  switch (t) {
-    case DType::Q8_0:
-    case DType::Q4_0:  // packed as Q8_0 records (kernels/packed.h)
-    case DType::Q5_0: *out = &gemm_packed<PackQ8_0>; return true;
-    case DType::Q4_K: *out = &gemm_packed<PackQ4_K>; return true;
-    case DType::Q4_1: *out = &gemm_packed<PackQ4_1>; return true;
-    default: return false;
-  }
-}
+bool packed_kernels_avx2(DType t, GemmFn* out) { return avx2p::packed_kernels(t, out); }
 
 }  // namespace dspark::kernels::cpu

@@ -1,7 +1,8 @@
 // The packed "x8" matvec / verify kernels (kernels/packed.h) against the canonical kernels: for
-// Q8_0 and Q4_1, row counts that are and are not multiples of 8, 1 to 40 tokens (several token
-// groups), 1 and 2 threads and several value patterns, matmul over the packed copy is bitwise (memcmp) equal to
-// the scalar canonical kernel and to the unpacked AVX2 kernel. Batch invariance therefore holds
+// Q8_0, Q4_1, Q4_0, Q5_0 and Q4_K, row counts that are and are not multiples of 8, 1 to 40 tokens
+// (several token groups), 1 and 2 threads and several value patterns, matmul over the packed copy
+// (AVX2, and AVX-512 VNNI where this CPU runs it) is bitwise (memcmp) equal to the scalar canonical
+// kernel and to the unpacked AVX2 kernel. Batch invariance therefore holds
 // across the packed and unpacked paths (spec == serial whatever the window size).
 #include <gtest/gtest.h>
 
@@ -25,6 +26,14 @@ void product(const QMatrix& w, const std::vector<float>& x, int64_t ntok, Isa is
   matmul(ctx, w, x.data(), ntok, y->data(), w.n_rows);
 }
 
+// The ISAs whose packed kernels this CPU runs: AVX2, and AVX-512 VNNI where the CPU has it without AMX.
+std::vector<Isa> packed_isas() {
+  std::vector<Isa> v;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    if (isa <= detect_isa() && pack_supported(DType::Q8_0, isa)) v.push_back(isa);
+  return v;
+}
+
 TEST(Packed, SupportedTypesAndSize) {
   EXPECT_TRUE(pack_supported(DType::Q8_0, Isa::kAvx2));
   EXPECT_TRUE(pack_supported(DType::Q4_1, Isa::kAvx2));
@@ -32,6 +41,7 @@ TEST(Packed, SupportedTypesAndSize) {
   EXPECT_TRUE(pack_supported(DType::Q4_0, Isa::kAvx2));
   EXPECT_FALSE(pack_supported(DType::Q6_K, Isa::kAvx2));
   EXPECT_FALSE(pack_supported(DType::Q8_0, Isa::kScalar));
+  EXPECT_EQ(pack_supported(DType::Q8_0, Isa::kAvx512), !amx_available());  // AMX CPUs keep the unpacked kernels
   QMatrix w{DType::Q4_1, 13, 64, nullptr, row_bytes(DType::Q4_1, 64)};
   EXPECT_EQ(packed_bytes(w), (size_t)2 * 2 * 8 * 20);  // 2 groups (13 rows -> 16) x 2 blocks x 8 rows
   // Q4_0 / Q5_0 are widened to Q8_0 records (34 bytes per block).
@@ -63,12 +73,13 @@ TEST(Packed, BitwiseEqualToCanonicalKernels) {
             product(w.m, x, ntok, Isa::kScalar, nullptr, &ref);
             product(w.m, x, ntok, Isa::kAvx2, nullptr, &plain);
             ASSERT_EQ(0, std::memcmp(ref.data(), plain.data(), ref.size() * 4));
-            for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2}) {
-              product(wp, x, ntok, Isa::kAvx2, pool, &got);
-              ASSERT_EQ(0, std::memcmp(ref.data(), got.data(), ref.size() * 4))
-                  << dtype_name(t) << " rows " << rows << " cols " << cols << " tokens " << ntok << " pattern "
-                  << (int)pat << " threads " << (pool ? 2 : 1);
-            }
+            for (Isa isa : packed_isas())
+              for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2}) {
+                product(wp, x, ntok, isa, pool, &got);
+                ASSERT_EQ(0, std::memcmp(ref.data(), got.data(), ref.size() * 4))
+                    << dtype_name(t) << " rows " << rows << " cols " << cols << " tokens " << ntok << " pattern "
+                    << (int)pat << " threads " << (pool ? 2 : 1) << " " << isa_name(isa);
+              }
           }
         }
 }
@@ -86,12 +97,15 @@ TEST(Packed, WindowsMatchSingleTokens) {
     wp.packed = packed.data();
     const int64_t n = 37;
     const auto x = test::make_values(rng, n * 2048, test::Pattern::kRandom);
-    std::vector<float> all;
-    product(wp, x, n, Isa::kAvx2, nullptr, &all);
-    for (int64_t tk = 0; tk < n; ++tk) {
-      std::vector<float> xi(x.begin() + tk * 2048, x.begin() + (tk + 1) * 2048), one;
-      product(wp, xi, 1, Isa::kAvx2, nullptr, &one);
-      ASSERT_EQ(0, std::memcmp(one.data(), all.data() + tk * 1029, 1029 * 4)) << dtype_name(t) << " token " << tk;
+    for (Isa isa : packed_isas()) {
+      std::vector<float> all;
+      product(wp, x, n, isa, nullptr, &all);
+      for (int64_t tk = 0; tk < n; ++tk) {
+        std::vector<float> xi(x.begin() + tk * 2048, x.begin() + (tk + 1) * 2048), one;
+        product(wp, xi, 1, isa, nullptr, &one);
+        ASSERT_EQ(0, std::memcmp(one.data(), all.data() + tk * 1029, 1029 * 4))
+            << dtype_name(t) << " token " << tk << " " << isa_name(isa);
+      }
     }
   }
 }

@@ -1,0 +1,12 @@
+// keep_in_register: an empty asm that takes x in a register, so the compiler cannot reassociate the
+// integer sums across it into a wide tree (which kept every product live and spilled them to the
+// stack). For the SIMD kernel files only (packed_impl.h and its includers).
+#pragma once
+
+#include <immintrin.h>
+
+namespace dspark::kernels::cpu {
+
+inline void keep_in_register(__m256i& x) { asm volatile("" : "+x"(x)); }
+
+}  // namespace dspark::kernels::cpu

@@ -1,0 +1,47 @@
+// AVX-512 VNNI kernels over the packed "x8" layout (kernels/packed.h; templates and records in
+// packed_impl.h), on 256-bit vectors (AVX512VL): vpdpbusd forms each 4-byte group's unsigned x
+// signed dot product and adds it to int32 lanes in one instruction, replacing AVX2's vpmaddubsw +
+// vpaddw (+ vpmaddwd). vpdpbusd's latency is several cycles, so each accumulator keeps two
+// independent chains (AVX-512 has 32 vector registers for them). The int32 sums are exact:
+// results are bitwise the AVX2 packed kernels' and the canonical ones. Used on AVX-512 CPUs
+// without AMX (kernels/packed.h).
+#include <immintrin.h>
+
+#include "kernels/cpu/keep_in_register.h"
+
+#define DSPARK_ISA_NS avx512p
+
+namespace dspark::kernels::cpu::avx512p {
+
+struct U4Acc {
+  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();  // int32, one chain each
+  void add(__m256i u1, __m256i s1, __m256i u2, __m256i s2) {
+    lo = _mm256_dpbusd_epi32(lo, u1, s1);
+    hi = _mm256_dpbusd_epi32(hi, u2, s2);
+  }
+  __m256i finish() const { return _mm256_add_epi32(lo, hi); }
+  void pin() {
+    keep_in_register(lo);
+    keep_in_register(hi);
+  }
+};
+
+struct S8Acc {
+  __m256i c[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // int32: even and odd steps
+  void add(int k, __m256i absw, __m256i sa) { c[k & 1] = _mm256_dpbusd_epi32(c[k & 1], absw, sa); }
+  __m256i finish() const { return _mm256_add_epi32(c[0], c[1]); }
+  void pin() {
+    keep_in_register(c[0]);
+    keep_in_register(c[1]);
+  }
+};
+
+}  // namespace dspark::kernels::cpu::avx512p
+
+#include "kernels/cpu/packed_impl.h"
+
+namespace dspark::kernels::cpu {
+
+bool packed_kernels_avx512(DType t, GemmFn* out) { return avx512p::packed_kernels(t, out); }
+
+}  // namespace dspark::kernels::cpu
