@@ -1,10 +1,15 @@
 // Kernel benchmarks on the real matrix shapes of Gemma 3 270M and SmolLM2-135M: matvec (n_tokens = 1, reported as GB/s
 // of weight bytes) and matmul (n_tokens 8, 64, 512); attention of one query position over an f16 cache in
-// SmolLM2's layout (3 query heads per K/V head, head_dim 64, 3 K/V heads interleaved). Not a test.
+// SmolLM2's layout (3 query heads per K/V head, head_dim 64, 3 K/V heads interleaved); memory read bandwidth
+// (BM_ReadBandwidth: the decode roofline). Not a test.
 //   dspark_bench_kernels [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
+#include <immintrin.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -164,6 +169,49 @@ void BM_Attention(benchmark::State& state) {
 }
 BENCHMARK(BM_Attention)->ArgsProduct({{64, 512, 2048}, {0, 1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+
+// Memory read bandwidth, the roofline of decode (every weight byte is read once per token): the
+// threads of the pool each stream their half of a 512 MB buffer (far larger than any cache) with
+// 256-bit loads. args: threads. Reported as bytes_per_second.
+__attribute__((target("avx2"))) uint64_t stream_sum(const uint8_t* p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 128 <= n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  alignas(32) uint64_t out[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), s);
+  return out[0] + out[1] + out[2] + out[3];
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  if (detect_isa() < Isa::kAvx2) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
+  const int threads = (int)state.range(0);
+  constexpr size_t kBytes = size_t{512} << 20;
+  static const std::unique_ptr<uint8_t, decltype(&std::free)> buf = [] {
+    std::unique_ptr<uint8_t, decltype(&std::free)> p(static_cast<uint8_t*>(std::aligned_alloc(64, kBytes)), &std::free);
+    if (!p) throw std::bad_alloc();
+    std::memset(p.get(), 1, kBytes);  // touch every page
+    return p;
+  }();
+  std::vector<uint64_t> sums((size_t)threads);
+  const size_t part = kBytes / (size_t)threads;
+  for (auto _ : state) {
+    pool(threads).parallel_for(threads, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) sums[(size_t)t] = stream_sum(buf.get() + (size_t)t * part, part);
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)kBytes);
+  state.SetLabel("threads=" + std::to_string(threads));
+}
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
