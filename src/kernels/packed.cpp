@@ -1,4 +1,4 @@
-// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 / Q4_K matrix, or of a Q4_0 / Q5_0 one as Q8_0
+// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 / Q4_K / Q6_K matrix, or of a Q4_0 / Q5_0 one as Q8_0
 // records (layout: kernels/packed.h, cpu/cpu.h).
 #include "kernels/packed.h"
 
@@ -16,7 +16,7 @@ bool pack_supported(DType type, Isa isa) {
   // (AMD Zen 4, Intel Ice Lake) the packed kernels were measured 1.8-2.9x faster than the unpacked ones.
   const bool isa_ok = isa == Isa::kAvx2 || (isa == Isa::kAvx512 && !cpu::amx_usable());
   return isa_ok && (type == DType::Q8_0 || type == DType::Q4_1 || type == DType::Q4_0 || type == DType::Q5_0 ||
-                    type == DType::Q4_K);
+                    type == DType::Q4_K || type == DType::Q6_K);
 }
 
 DType packed_record_type(DType type) {
@@ -29,6 +29,7 @@ bool packed_usable(const QMatrix& w, Isa isa) {
 
 size_t packed_record_bytes(DType type) {
   if (type == DType::Q4_K) return kPackedQ4KRecordBytes;
+  if (type == DType::Q6_K) return kPackedQ6KRecordBytes;
   return 8 * dtype_info(packed_record_type(type)).block_bytes;
 }
 
@@ -90,20 +91,45 @@ void pack_q4_k_record(const uint8_t* const* blk, uint8_t* out) {
     }
   }
 }
+// Q6_K record of 8 rows' super-block b: d[8] f16, scp[8 pairs m][8 rows][2] int8 (scales of
+// sub-blocks 2m, 2m+1), then per sub-block k 4 x 32 bytes: byte 4i + e of vector g = the 6-bit q
+// (0..63) of element 16k + 4g + e of row i (ggml's ql / qh split undone).
+void pack_q6_k_record(const uint8_t* const* blk, uint8_t* out) {
+  for (int i = 0; i < 8; ++i) {
+    BlockQ6_K b;
+    std::memcpy(&b, blk[i], sizeof b);
+    std::memcpy(out + 2 * i, &b.d, 2);
+    for (int m = 0; m < 8; ++m) {
+      out[16 + 16 * m + 2 * i] = (uint8_t)b.scales[2 * m];
+      out[16 + 16 * m + 2 * i + 1] = (uint8_t)b.scales[2 * m + 1];
+    }
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, r = e % 128, g = r / 32, l = r % 32;
+      const uint8_t lb = b.ql[64 * h + 32 * (g % 2) + l];
+      const int lo = g < 2 ? (lb & 0xF) : (lb >> 4);
+      const int hi = (b.qh[32 * h + l] >> (2 * g)) & 3;
+      const int k = e / 16, gg = (e % 16) / 4;
+      out[144 + 128 * k + 32 * gg + 4 * i + e % 4] = (uint8_t)(lo | (hi << 4));
+    }
+  }
+}
 }  // namespace
 
 void pack_x8(const QMatrix& w, uint8_t* dst) {
-  DSPARK_CHECK(w.type == DType::Q8_0 || w.type == DType::Q4_1 || w.type == DType::Q4_0 || w.type == DType::Q5_0 ||
-               w.type == DType::Q4_K);
-  if (w.type == DType::Q4_K) {
+  DSPARK_CHECK(pack_supported(w.type, Isa::kAvx2));
+  if (w.type == DType::Q4_K || w.type == DType::Q6_K) {
     const auto* base = static_cast<const uint8_t*>(w.data);
+    const bool k4 = w.type == DType::Q4_K;
+    const size_t bb = k4 ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K), rec = packed_record_bytes(w.type);
     const int64_t nb = w.n_cols / 256, n_groups = (w.n_rows + 7) / 8;
     for (int64_t g = 0; g < n_groups; ++g)
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk[8];
         for (int i = 0; i < 8; ++i)
-          blk[i] = base + (size_t)std::min<int64_t>(8 * g + i, w.n_rows - 1) * w.row_stride + (size_t)b * sizeof(BlockQ4_K);
-        pack_q4_k_record(blk, dst + (size_t)(g * nb + b) * kPackedQ4KRecordBytes);
+          blk[i] = base + (size_t)std::min<int64_t>(8 * g + i, w.n_rows - 1) * w.row_stride + (size_t)b * bb;
+        uint8_t* out = dst + (size_t)(g * nb + b) * rec;
+        if (k4) pack_q4_k_record(blk, out);
+        else pack_q6_k_record(blk, out);
       }
     return;
   }

@@ -23,8 +23,8 @@
 namespace dspark::kernels {
 
 // True when matmul has a packed kernel for `type` on `isa`: AVX2, or AVX-512 VNNI on a CPU without
-// AMX (with AMX the unpacked VNNI and AMX kernels are used as they are); Q8_0, Q4_1 and Q4_K, and
-// Q4_0 / Q5_0 packed as Q8_0 records.
+// AMX (with AMX the unpacked VNNI and AMX kernels are used as they are); Q8_0, Q4_1, Q4_K and Q6_K,
+// and Q4_0 / Q5_0 packed as Q8_0 records.
 bool pack_supported(DType type, Isa isa);
 
 // The record type of a packed `type`: Q4_0 and Q5_0 are widened to Q8_0 (int8 weights q - 8 /
@@ -35,6 +35,12 @@ DType packed_record_type(DType type);
 // Q4_K is packed in its own record (kernels/packed.cpp, cpu/packed_avx2.cpp): 8 rows' d, dmin, unpacked 6-bit scales and mins, and
 // the nibbles in Q4_1's interleave per 32-element sub-block: 1,248 bytes per 8 x 256 elements.
 inline constexpr size_t kPackedQ4KRecordBytes = 32 + 64 + 128 + 1024;
+
+// Q6_K is packed in its own record (kernels/packed.cpp, cpu/packed_impl.h): 8 rows' d, their int8
+// scales in pairs of sub-blocks, and the 6-bit weights widened to bytes (0..63) in 4-byte groups
+// interleaved by row: 2,192 bytes per 8 x 256 elements (8 x 210 canonical), because the bit
+// unpacking cost more time than the 30 % more bytes.
+inline constexpr size_t kPackedQ6KRecordBytes = 16 + 128 + 2048;
 
 // Bytes of one packed record (8 rows x one block of the record type).
 size_t packed_record_bytes(DType type);

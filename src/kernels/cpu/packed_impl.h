@@ -10,8 +10,8 @@
 //
 // The includer defines DSPARK_ISA_NS and, inside that namespace, two accumulator types of the
 // per-lane (per-row) sums of 4-byte-group dot products, each starting at zero:
-//   U4Acc: add(u1, s1, u2, s2) adds u1.s1 + u2.s2 (u: unsigned weights <= 15, s: int8
-//          activations; at most 4 adds between finishes); finish() -> int32 [8]
+//   U4Acc: add(u1, s1, u2, s2) adds u1.s1 + u2.s2 (u: unsigned weights, s: int8 activations; at
+//          most 4 adds between finishes for u <= 15, one for u <= 63); finish() -> int32 [8]
 //   S8Acc: add(k, absw, sa) adds |w|.sign(a, w) (signed x signed; k = the step, 0..7, which an
 //          ISA may use to spread the sum over independent chains); finish() -> int32 [8]
 //   pin() on both: keep_in_register (keep_in_register.h) on the members.
@@ -141,6 +141,51 @@ struct PackQ4_K {
 
 static_assert(PackQ4_K::kRec == kPackedQ4KRecordBytes);
 
+// Q6_K record (kernels/packed.h): d[8] f16, scp[8 pairs m][8 rows][2] int8 (the scales of sub-blocks
+// 2m and 2m+1), then per 16-element sub-block k 4 x 32 bytes: vector g, byte 4i + e = the unsigned
+// 6-bit q (0..63) of element 16k + 4g + e of row i. Canonical K6 step (cpu.h): I = sum_k sc_k * isum_k
+// with isum_k = sum (q - 32) * a = dot_k(q, a) - 32 * bsums[k]; here I = sum_k sc_k * dot_k - 32 * M,
+// M = sum_k sc_k * bsums[k] (exact int32, so the same I); acc = fma(f32(I), d_w * d_a, acc).
+struct PackQ6_K {
+  static constexpr int kElems = 256;
+  static constexpr size_t kRec = 16 + 128 + 2048;
+  template <int NT>
+  static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
+    for (int t = 0; t < NT; ++t) is[t] = _mm256_setzero_si256();
+    for (int m = 0; m < 8; ++m) {
+      const __m256i scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 16 + 16 * m)));
+      const __m256i sc[2] = {_mm256_srai_epi32(_mm256_slli_epi32(scp, 16), 16), _mm256_srai_epi32(scp, 16)};
+      for (int h = 0; h < 2; ++h) {
+        const int k = 2 * m + h;
+        const uint8_t* q = rec + 144 + 128 * k;
+        const __m256i q0 = load256(q), q1 = load256(q + 32), q2 = load256(q + 64), q3 = load256(q + 96);
+        for (int t = 0; t < NT; ++t) {
+          const uint8_t* ak = a[t] + 16 * k;
+          U4Acc s0, s1;  // q <= 63: one add per accumulator keeps AVX2's int16 sums exact
+          s0.add(q0, bcast4(ak), q1, bcast4(ak + 4));
+          s1.add(q2, bcast4(ak + 8), q3, bcast4(ak + 12));
+          is[t] = _mm256_add_epi32(is[t], _mm256_mullo_epi32(_mm256_add_epi32(s0.finish(), s1.finish()), sc[h]));
+          keep_in_register(is[t]);
+        }
+      }
+    }
+  }
+  static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
+    const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
+    const auto* bs = reinterpret_cast<const int16_t*>(act + L.off_bs) + 16 * b;
+    __m256i m = _mm256_setzero_si256();
+    for (int p = 0; p < 8; ++p) {
+      const int32_t pair = (int32_t)((uint32_t)(uint16_t)bs[2 * p] | ((uint32_t)(uint16_t)bs[2 * p + 1] << 16));
+      const __m256i scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 16 + 16 * p)));
+      m = _mm256_add_epi32(m, _mm256_madd_epi16(scp, _mm256_set1_epi32(pair)));
+    }
+    const __m256i I = _mm256_sub_epi32(is, _mm256_slli_epi32(m, 5));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(load_f16x8(rec), _mm256_set1_ps(da)), A);
+  }
+};
+
+static_assert(PackQ6_K::kRec == kPackedQ6KRecordBytes);
+
 // RG row groups (8 rows each, starting at row r) x NT tokens (activation rows a0 + t * stride),
 // all blocks: RG * NT accumulators in registers (compile-time counts). Each row's blocks are
 // accumulated in order 0..nb-1 with the canonical f32 steps, so grouping changes no bit; several
@@ -230,6 +275,7 @@ inline bool packed_kernels(DType t, GemmFn* out) {
     case DType::Q4_0:
     case DType::Q5_0: *out = &gemm_packed<PackQ8_0>; return true;
     case DType::Q4_K: *out = &gemm_packed<PackQ4_K>; return true;
+    case DType::Q6_K: *out = &gemm_packed<PackQ6_K>; return true;
     case DType::Q4_1: *out = &gemm_packed<PackQ4_1>; return true;
     default: return false;
   }

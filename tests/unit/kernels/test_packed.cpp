@@ -1,5 +1,5 @@
 // The packed "x8" matvec / verify kernels (kernels/packed.h) against the canonical kernels: for
-// Q8_0, Q4_1, Q4_0, Q5_0 and Q4_K, row counts that are and are not multiples of 8, 1 to 40 tokens
+// Q8_0, Q4_1, Q4_0, Q5_0, Q4_K and Q6_K, row counts that are and are not multiples of 8, 1 to 40 tokens
 // (several token groups), 1 and 2 threads and several value patterns, matmul over the packed copy
 // (AVX2, and AVX-512 VNNI where this CPU runs it) is bitwise (memcmp) equal to the scalar canonical
 // kernel and to the unpacked AVX2 kernel. Batch invariance therefore holds
@@ -39,7 +39,7 @@ TEST(Packed, SupportedTypesAndSize) {
   EXPECT_TRUE(pack_supported(DType::Q4_1, Isa::kAvx2));
   EXPECT_TRUE(pack_supported(DType::Q5_0, Isa::kAvx2));
   EXPECT_TRUE(pack_supported(DType::Q4_0, Isa::kAvx2));
-  EXPECT_FALSE(pack_supported(DType::Q6_K, Isa::kAvx2));
+  EXPECT_FALSE(pack_supported(DType::Q5_K, Isa::kAvx2));
   EXPECT_FALSE(pack_supported(DType::Q8_0, Isa::kScalar));
   EXPECT_EQ(pack_supported(DType::Q8_0, Isa::kAvx512), !amx_available());  // AMX CPUs keep the unpacked kernels
   QMatrix w{DType::Q4_1, 13, 64, nullptr, row_bytes(DType::Q4_1, 64)};
@@ -51,15 +51,18 @@ TEST(Packed, SupportedTypesAndSize) {
   EXPECT_TRUE(pack_supported(DType::Q4_K, Isa::kAvx2));
   QMatrix wk{DType::Q4_K, 13, 512, nullptr, row_bytes(DType::Q4_K, 512)};
   EXPECT_EQ(packed_bytes(wk), (size_t)2 * 2 * kPackedQ4KRecordBytes);
+  EXPECT_TRUE(pack_supported(DType::Q6_K, Isa::kAvx2));
+  QMatrix w6{DType::Q6_K, 13, 512, nullptr, row_bytes(DType::Q6_K, 512)};
+  EXPECT_EQ(packed_bytes(w6), (size_t)2 * 2 * kPackedQ6KRecordBytes);
 }
 
 TEST(Packed, BitwiseEqualToCanonicalKernels) {
   if (detect_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2";
   ThreadPool pool2(2);
   Rng rng(11);
-  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q4_0, DType::Q5_0, DType::Q4_K})
+  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K})
     for (int64_t rows : {8, 13, 40, 77})
-      for (int64_t cols : t == DType::Q4_K ? std::vector<int64_t>{256, 512, 1280} : std::vector<int64_t>{32, 96, 576})
+      for (int64_t cols : t == DType::Q4_K || t == DType::Q6_K ? std::vector<int64_t>{256, 512, 1280} : std::vector<int64_t>{32, 96, 576})
         for (auto pat : {test::Pattern::kRandom, test::Pattern::kZeroBlocks, test::Pattern::kAllEqual,
                          test::Pattern::kLarge}) {
           auto w = test::make_matrix(rng, t, rows, cols, pat);
@@ -89,7 +92,7 @@ TEST(Packed, BitwiseEqualToCanonicalKernels) {
 TEST(Packed, WindowsMatchSingleTokens) {
   if (detect_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2";
   Rng rng(5);
-  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q4_K}) {
+  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
     auto w = test::make_matrix(rng, t, 1029, 2048, test::Pattern::kRandom);
     std::vector<uint8_t> packed(packed_bytes(w.m));
     pack_x8(w.m, packed.data());
