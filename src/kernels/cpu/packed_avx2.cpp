@@ -11,6 +11,8 @@
 
 namespace dspark::kernels::cpu::avx2p {
 
+constexpr int kMaxTileTokens = 4;  // 16 ymm registers
+
 struct U4Acc {
   __m256i s = _mm256_setzero_si256();  // int16 pair sums
   void add(__m256i u1, __m256i s1, __m256i u2, __m256i s2) {

@@ -13,6 +13,8 @@
 
 namespace dspark::kernels::cpu::avx512p {
 
+constexpr int kMaxTileTokens = 8;  // 32 vector registers: a verify window of up to 8 in one pass
+
 struct U4Acc {
   __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();  // int32, one chain each
   void add(__m256i u1, __m256i s1, __m256i u2, __m256i s2) {

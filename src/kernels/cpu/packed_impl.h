@@ -15,6 +15,7 @@
 //   S8Acc: add(k, absw, sa) adds |w|.sign(a, w) (signed x signed; k = the step, 0..7, which an
 //          ISA may use to spread the sum over independent chains); finish() -> int32 [8]
 //   pin() on both: keep_in_register (keep_in_register.h) on the members.
+// and constexpr int kMaxTileTokens (4 or 8): the most tokens of one register tile.
 // All integer sums are exact, so the accumulators may form them in any width, order or chains.
 #pragma once
 #ifndef DSPARK_ISA_NS
@@ -221,7 +222,7 @@ void tile(const QMatrix& wm, int64_t r, int64_t r1, const uint8_t* a0, const Act
   }
 }
 
-// Rows [rb, re) x tokens [t0, t0 + NT), NT <= 4: row groups RG at a time (then singly). Every
+// Rows [rb, re) x tokens [t0, t0 + NT), NT <= kMaxTileTokens: row groups RG at a time (then singly). Every
 // caller uses RG = 1: one sequential weight stream. Decode with 4 groups in flight (4 streams
 // 5-20 KB apart) was measured 1.5x slower end to end on Zen 4 (SmolLM2 170 vs 258 tok/s, Gemma 3
 // 69 vs 84; LM head alone 2.2-2.9 vs 1.0 ms), the weights coming from DRAM.
@@ -236,15 +237,25 @@ void rows_x_tokens(const QMatrix& wm, int64_t rb, int64_t re, const uint8_t* a0,
 template <class P>
 void token_chunk(const QMatrix& wm, int64_t rb, int64_t re, const uint8_t* a0, const ActLayout& L, int64_t t0,
                  int64_t nt, float* y, int64_t ldy) {
+  static_assert(kMaxTileTokens == 4 || kMaxTileTokens == 8);
   switch (nt) {
-    case 1: rows_x_tokens<P, 1, 1>(wm, rb, re, a0, L, t0, y, ldy); break;
-    case 2: rows_x_tokens<P, 1, 2>(wm, rb, re, a0, L, t0, y, ldy); break;
-    case 3: rows_x_tokens<P, 1, 3>(wm, rb, re, a0, L, t0, y, ldy); break;
-    default: rows_x_tokens<P, 1, 4>(wm, rb, re, a0, L, t0, y, ldy); break;
+    case 1: rows_x_tokens<P, 1, 1>(wm, rb, re, a0, L, t0, y, ldy); return;
+    case 2: rows_x_tokens<P, 1, 2>(wm, rb, re, a0, L, t0, y, ldy); return;
+    case 3: rows_x_tokens<P, 1, 3>(wm, rb, re, a0, L, t0, y, ldy); return;
+    case 4: rows_x_tokens<P, 1, 4>(wm, rb, re, a0, L, t0, y, ldy); return;
+    default: break;
+  }
+  if constexpr (kMaxTileTokens == 8) {
+    switch (nt) {
+      case 5: rows_x_tokens<P, 1, 5>(wm, rb, re, a0, L, t0, y, ldy); return;
+      case 6: rows_x_tokens<P, 1, 6>(wm, rb, re, a0, L, t0, y, ldy); return;
+      case 7: rows_x_tokens<P, 1, 7>(wm, rb, re, a0, L, t0, y, ldy); return;
+      default: rows_x_tokens<P, 1, 8>(wm, rb, re, a0, L, t0, y, ldy); return;
+    }
   }
 }
 
-// Rows [r0, r1) x all tokens: tokens in chunks of up to 4 (accumulators in registers; a row
+// Rows [r0, r1) x all tokens: tokens in chunks of up to kMaxTileTokens (accumulators in registers; a row
 // group's records, a few KB, stay in L1 between chunks), rows in blocks of about kRowBlockBytes of
 // packed weights so that a block stays in L2 while every token chunk passes over it (prefill).
 template <class P>
@@ -252,7 +263,7 @@ void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, 
                  float* y, int64_t ldy) {
   DSPARK_CHECK(r0 % 8 == 0);
   constexpr size_t kRowBlockBytes = 256 * 1024;
-  constexpr int64_t kChunk = 4;
+  constexpr int64_t kChunk = kMaxTileTokens;
   const size_t group_bytes = (size_t)(wm.n_cols / P::kElems) * P::kRec;
   // Decode: one pass over all rows. Verify windows: 4 row groups (a few KB each) per block, so that
   // every token chunk finds them in L1. Prefill: L2-sized blocks.
