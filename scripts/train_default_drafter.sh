@@ -12,7 +12,7 @@
 #   PROMPTS.jsonl  the training prompts (one {"turns": ["..."]} per line; the shipped drafter used
 #                  the 19,778-prompt training set described in data/regen-ids/README.md)
 #   WORK_DIR       default work/default-drafter (ignored by git)
-# Environment: IDS (which committed ids to replay, default gemma3-270m-v2), REGEN_MORE=1 (decode beyond the committed ids), STEPS (default 1200), THREADS (default:
+# Environment: IDS (which committed ids to replay, default gemma3-270m-v2), REGEN_MORE=1 (decode beyond the committed ids), STEPS (default 900, the shipped drafter's), THREADS (default:
 # all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,8 +51,8 @@ fi
 
 echo "== 2. training (resumable)"
 "$bin" train-drafter -m gemma3-270m --data "$work/regen" --out "$work/train" --taps 1,4,7,10,13,16 --layers 1 \
-  --markov-rank 64 --draft-vocab 8192 --lookup-input 3 --steps "${STEPS:-1200}" --lr 1e-3 --batch-seqs 8 \
-  --anchors 32 --ckpt-every 200 --eval-seqs 24 --threads "$threads" --resume
+  --markov-rank 64 --draft-vocab 8192 --lookup-input 3 --steps "${STEPS:-900}" --lr 1e-3 --batch-seqs 8 \
+  --anchors 32 --ckpt-every 300 --eval-seqs 16 --threads "$threads" --resume
 
 echo "== 3. quantizing (knapsack recipe of the shipped drafter)"
 out="$work/drafter-mix4.5"

@@ -117,10 +117,9 @@ void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_toke
   cpu::KernelSet ks;
   bool have = false;
   const bool packed = w.packed && pack_supported(w.type, isa);
-  if (packed) {  // the packed kernels take the AVX2 kernels' activations under either ISA (cpu.h)
-    have = cpu::kernels_avx2(w.type, &ks);
-    DSPARK_CHECK(have && (isa == Isa::kAvx512 ? cpu::packed_kernels_avx512(w.type, &ks.gemm)
-                                              : cpu::packed_kernels_avx2(w.type, &ks.gemm)));
+  if (packed) {
+    have = isa == Isa::kAvx512 ? cpu::packed_kernels_avx512(w.type, &ks) : cpu::packed_kernels_avx2(w.type, &ks);
+    DSPARK_CHECK(have);
   }
   if (!have && isa == Isa::kAvx512) have = cpu::kernels_avx512(w.type, &ks);
   if (!have && isa >= Isa::kAvx2) have = cpu::kernels_avx2(w.type, &ks);

@@ -2,8 +2,10 @@
 // packed_impl.h): unsigned x signed 4-byte groups via vpmaddubsw, whose int16 pair sums are added
 // in int16 (|pair| <= 2 * 15 * 127 and at most eight per lane before a finish: within int16) and
 // widened once by vpmaddwd; signed x signed via the sign trick, widened every step
-// (|pair| <= 2 * 127 * 127). One chain per accumulator: integer adds have 1-cycle latency.
+// (|pair| <= 2 * 127 * 127). Activations: int8 q (kernels_avx2's quantizer) for every record. One chain per accumulator: integer adds have 1-cycle latency.
 #include <immintrin.h>
+
+#include <cstdint>
 
 #include "kernels/cpu/keep_in_register.h"
 
@@ -31,12 +33,24 @@ struct S8Acc {
   void pin() { keep_in_register(s); }
 };
 
+// Signed x signed via the sign trick: |w| (unsigned) times a with w's sign.
+constexpr bool kBiasedQ8Act = false;
+struct S8Rec {
+  __m256i w, absw;
+  void load(const uint8_t* p) {
+    w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    absw = _mm256_sign_epi8(w, w);
+  }
+  void add(S8Acc& s, int k, __m256i a4) const { s.add(k, absw, _mm256_sign_epi8(a4, w)); }
+  __m256i finish(const S8Acc& s) const { return s.finish(); }
+};
+
 }  // namespace dspark::kernels::cpu::avx2p
 
 #include "kernels/cpu/packed_impl.h"
 
 namespace dspark::kernels::cpu {
 
-bool packed_kernels_avx2(DType t, GemmFn* out) { return avx2p::packed_kernels(t, out); }
+bool packed_kernels_avx2(DType t, KernelSet* out) { return avx2p::packed_kernel_set(t, out); }
 
 }  // namespace dspark::kernels::cpu

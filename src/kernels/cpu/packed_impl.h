@@ -5,17 +5,21 @@
 // the f32 steps are the canonical ones (cpu.h), bitwise equal to qrows8 and the scalar kernels.
 // Work is done in register tiles of row groups x tokens (compile-time sizes, so accumulators never
 // spill): a record's weights are loaded and unpacked once for every token of the tile, and the
-// tile's independent FMA chains hide the latency of each one. Both ISAs take the AVX2 kernels'
-// activations (int8 q, kernels_avx2).
+// tile's independent FMA chains hide the latency of each one.
 //
-// The includer defines DSPARK_ISA_NS and, inside that namespace, two accumulator types of the
-// per-lane (per-row) sums of 4-byte-group dot products, each starting at zero:
+// The includer defines DSPARK_ISA_NS and, inside that namespace, accumulators of the per-lane
+// (per-row) sums of 4-byte-group dot products, each starting at zero:
 //   U4Acc: add(u1, s1, u2, s2) adds u1.s1 + u2.s2 (u: unsigned weights, s: int8 activations; at
 //          most 4 adds between finishes for u <= 15, one for u <= 63); finish() -> int32 [8]
-//   S8Acc: add(k, absw, sa) adds |w|.sign(a, w) (signed x signed; k = the step, 0..7, which an
-//          ISA may use to spread the sum over independent chains); finish() -> int32 [8]
-//   pin() on both: keep_in_register (keep_in_register.h) on the members.
-// and constexpr int kMaxTileTokens (4 or 8): the most tokens of one register tile.
+//   S8Acc: int32 [8] sums of 4-byte-group products, add(k, x, y) (k = the step, 0..7, which an
+//          ISA may use to spread the sum over independent chains), finish() -> int32 [8]
+//   S8Rec: one record's signed int8 weights: load(p) the 32 bytes of step k, add(S8Acc&, k, a4)
+//          the products with a token's 4 activation bytes (as the ISA's activations store them:
+//          kBiasedQ8Act), finish(const S8Acc&) -> the exact int32 [8] block sums
+//   pin() on U4Acc and S8Acc: keep_in_register (keep_in_register.h) on the members;
+// constexpr int kMaxTileTokens (4 or 8): the most tokens of one register tile; constexpr bool
+// kBiasedQ8Act: Q8_0-record matrices take activations stored as q + 128 (the AVX-512 kernels'
+// quantizer) instead of int8 q (the AVX2 one); the other records always take int8 q.
 // All integer sums are exact, so the accumulators may form them in any width, order or chains.
 #pragma once
 #ifndef DSPARK_ISA_NS
@@ -75,19 +79,20 @@ struct PackQ4_1 {
 struct PackQ8_0 {
   static constexpr int kElems = 32;
   static constexpr size_t kRec = 272;
-  // Signed x signed via the sign trick; |pair| <= 2 * 127 * 127 fits int16, widened every step.
+  // Signed weights: the ISA's S8Rec forms them against each token (sign trick or biased activations).
   template <int NT>
   static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
+    S8Rec w;
     S8Acc s[NT];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      const __m256i q = load256(rec + 16 + 32 * k), aq = _mm256_sign_epi8(q, q);
+      w.load(rec + 16 + 32 * k);
       for (int t = 0; t < NT; ++t) {
-        s[t].add(k, aq, _mm256_sign_epi8(bcast4(a[t] + 4 * k), q));
+        w.add(s[t], k, bcast4(a[t] + 4 * k));
         s[t].pin();
       }
     }
-    for (int t = 0; t < NT; ++t) is[t] = s[t].finish();
+    for (int t = 0; t < NT; ++t) is[t] = w.finish(s[t]);
   }
   static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
     const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
@@ -279,17 +284,23 @@ void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, 
   }
 }
 
-// The packed kernel of weight type t (Q4_0 / Q5_0 are packed as Q8_0 records, kernels/packed.h).
-inline bool packed_kernels(DType t, GemmFn* out) {
+// The packed kernel set of weight type t (Q4_0 / Q5_0 are packed as Q8_0 records, kernels/packed.h):
+// the gemm over the packed copy and the quantizer of the activations it takes (kBiasedQ8Act).
+inline bool packed_kernel_set(DType t, KernelSet* out) {
+  GemmFn g = nullptr;
   switch (t) {
     case DType::Q8_0:
     case DType::Q4_0:
-    case DType::Q5_0: *out = &gemm_packed<PackQ8_0>; return true;
-    case DType::Q4_K: *out = &gemm_packed<PackQ4_K>; return true;
-    case DType::Q6_K: *out = &gemm_packed<PackQ6_K>; return true;
-    case DType::Q4_1: *out = &gemm_packed<PackQ4_1>; return true;
+    case DType::Q5_0: g = &gemm_packed<PackQ8_0>; break;
+    case DType::Q4_K: g = &gemm_packed<PackQ4_K>; break;
+    case DType::Q6_K: g = &gemm_packed<PackQ6_K>; break;
+    case DType::Q4_1: g = &gemm_packed<PackQ4_1>; break;
     default: return false;
   }
+  const bool biased = kBiasedQ8Act && packed_record_type(t) == DType::Q8_0;
+  if (!(biased ? kernels_avx512(t, out) : kernels_avx2(t, out))) return false;
+  out->gemm = g;
+  return true;
 }
 
 }  // namespace dspark::kernels::cpu::DSPARK_ISA_NS
