@@ -55,8 +55,8 @@ echo "== 2. training (resumable)"
   --anchors 32 --ckpt-every 300 --eval-seqs 16 --threads "$threads" --resume
 
 echo "== 3. quantizing (knapsack recipe of the shipped drafter)"
-out="$work/drafter-mix4.5"
+out="$work/drafter-mix3"
 if [ ! -d "$out" ]; then
-  "$bin" quantize-drafter "$work/train/drafter" -m gemma3-270m --recipe drafters/recipes/gemma3-270m-mix-4.5.json --out "$out"
+  "$bin" quantize-drafter "$work/train/drafter" -m gemma3-270m --recipe drafters/recipes/gemma3-270m-mix-3.json --out "$out"
 fi
 echo "done: $out (compare with drafters/gemma3-270m: dspark ab --a draft-model=drafters/gemma3-270m --b draft-model=$out)"
