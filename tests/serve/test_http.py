@@ -201,15 +201,17 @@ def drain_checks(binary, model, openai):
 
     # Longer than the drain timeout: error event + [DONE] + a well-formed end, for the running
     # stream and for a queued one; the openai client sees an APIError (not a broken connection).
+    # Plain decoding and a long budget keep the running stream busy well past the 1 s drain on any
+    # machine: with speculation, 600 tokens of "1 to 500" finished inside the drain on a fast one.
     port = free_port()
-    srv = Server(binary, model, port, ["--parallel", "1", "--drain-timeout", "1"])
+    srv = Server(binary, model, port, ["--parallel", "1", "--drain-timeout", "1", "--no-spec", "--ctx", "8192"])
     try:
         srv.wait_healthy()
         res = {}
-        t = threading.Thread(target=stream_raw, args=(port, mid, 600, res, "running"))
+        t = threading.Thread(target=stream_raw, args=(port, mid, 6000, res, "running"))
         t.start()
         time.sleep(1.0)
-        q = threading.Thread(target=stream_raw, args=(port, mid, 600, res, "queued"))
+        q = threading.Thread(target=stream_raw, args=(port, mid, 6000, res, "queued"))
         q.start()
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
         outcome = {}
