@@ -9,6 +9,7 @@
 
 #include "quant/convert.h"
 #include "dspark/dspark_model.h"
+#include "kernels/kernels.h"
 #include "quant/quant_config.h"
 #include "runtime/drafter_factory.h"
 #include "runtime/drafter_smoke.h"
@@ -27,11 +28,14 @@ Status check_quant_mode(const std::string& mode) {
   return Status::error("--draft-quant must be auto, none or int8, got '" + mode + "'");
 }
 
-Result<kernels::Isa> isa_named(const std::string& name, const std::string& where) {
-  if (name == "scalar") return kernels::Isa::kScalar;
-  if (name == "avx2") return kernels::Isa::kAvx2;
-  if (name == "avx512") return kernels::Isa::kAvx512;
-  return Status::error(where + ": field 'min_isa' must be scalar, avx2 or avx512, got '" + name + "'");
+// Whether this CPU has the ISA level `name` (scalar < avx2 < avx512 < amx: AVX-512 with usable AMX-INT8).
+Result<bool> cpu_has(const std::string& name, const std::string& where) {
+  const kernels::Isa isa = kernels::detect_isa();
+  if (name == "scalar") return true;
+  if (name == "avx2") return isa >= kernels::Isa::kAvx2;
+  if (name == "avx512") return isa >= kernels::Isa::kAvx512;
+  if (name == "amx") return isa >= kernels::Isa::kAvx512 && kernels::amx_available();
+  return Status::error(where + ": field 'min_isa' must be scalar, avx2, avx512 or amx, got '" + name + "'");
 }
 
 }  // namespace
@@ -53,9 +57,9 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
   const std::string rung = rec["rung"].get<std::string>();
   if (rec.contains("min_isa")) {
     if (!rec["min_isa"].is_string()) return Status::error(rec_path + ": field 'min_isa' must be a string");
-    auto need = isa_named(rec["min_isa"].get<std::string>(), rec_path);
-    if (!need) return need.status();
-    if (kernels::detect_isa() < *need) {
+    auto has = cpu_has(rec["min_isa"].get<std::string>(), rec_path);
+    if (!has) return has.status();
+    if (!*has) {
       std::fprintf(stderr, "draft-quant auto: the %s kernels need %s, this CPU lacks it: %s is loaded with 8-bit matmul "
                            "weights in memory instead (--draft-quant none for the checkpoint as given)\n",
                    rung.c_str(), rec["min_isa"].get<std::string>().c_str(), dir.c_str());

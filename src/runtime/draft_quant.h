@@ -9,8 +9,8 @@
 //         on later runs. A quantized checkpoint, a drafter that does not load against the target,
 //         one the rung does not fit (e.g. a dimension not a multiple of the group), or no
 //         recommendation file: loads as given. When the recommendation names a `min_isa` this CPU
-//         lacks (the 4-bit kernels are fast only with AVX-512; on AVX2 they are slower than the
-//         checkpoint's own bf16, docs/RESULTS.md 2026-12-02), auto means int8 instead;
+//         lacks (scalar < avx2 < avx512 < amx; the shipped one names amx: without AMX the int8
+//         copies drafted fastest where measured, docs/QUANT-FORMAT.md), auto means int8 instead;
 //   int8  the checkpoint as given on disk; its matmul weights are held as 8-bit (Q8_0) copies in
 //         memory for the integer kernels (net::DSparkLoadOptions::int8_matmuls).
 // Says on stderr what it did.

@@ -79,8 +79,8 @@ const SpecKey kKeys[] = {
                    "its slot; on/auto let a copy whose estimated acceptance is below the network's yield the slot)",
      [](const SpecConfig& c) { return c.copy; },
      [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "on", "off", "only", "first"}, &c->copy); }},
-    {"draft-quant", "dspark: auto (with AVX-512: convert an unquantized drafter once to the recommended rung,\n"
-                    "cached beside it, docs/QUANT-FORMAT.md; without: as int8), none (load it as given) or int8\n"
+    {"draft-quant", "dspark: auto (with AMX: convert an unquantized drafter once to the recommended rung,\n"
+                    "cached beside it, docs/QUANT-FORMAT.md; without AMX: as int8), none (load it as given) or int8\n"
                     "(as given, matmul weights held as 8-bit copies in memory for the integer kernels)",
      [](const SpecConfig& c) { return c.quant; },
      [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "none", "int8"}, &c->quant); }},

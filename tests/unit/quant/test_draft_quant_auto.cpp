@@ -102,6 +102,19 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
     EXPECT_EQ(high->dir, a->dir);
     EXPECT_FALSE(high->int8);
   }
+  std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "amx"})";
+  ::testing::internal::CaptureStderr();
+  auto amx = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
+  const std::string err5 = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(amx.is_ok()) << amx.message();
+  if (kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available()) {
+    EXPECT_EQ(amx->dir, a->dir);
+    EXPECT_FALSE(amx->int8);
+  } else {
+    EXPECT_EQ(amx->dir, src);
+    EXPECT_TRUE(amx->int8);
+    EXPECT_NE(err5.find("need amx"), std::string::npos) << err5;
+  }
   std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "avx9"})";
   auto bad_isa = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   ASSERT_FALSE(bad_isa.is_ok());
