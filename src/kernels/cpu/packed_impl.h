@@ -233,8 +233,13 @@ void tile(const QMatrix& wm, int64_t r, int64_t r1, const uint8_t* a0, const Act
   for (int g = 0; g < RG; ++g) {
     const int nr = (int)std::min<int64_t>(8, r1 - (r + 8 * g));
     for (int t = 0; t < NT; ++t) {
+      float* dst = y + (t0 + t) * ldy + r + 8 * g;
+      if (nr == 8) {  // a full group: one store (the loop below became a memmove call per tile and token)
+        _mm256_storeu_ps(dst, A[g][t]);
+        continue;
+      }
       _mm256_store_ps(out, A[g][t]);
-      for (int i = 0; i < nr; ++i) y[(t0 + t) * ldy + r + 8 * g + i] = out[i];
+      for (int i = 0; i < nr; ++i) dst[i] = out[i];
     }
   }
 }
