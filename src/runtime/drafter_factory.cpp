@@ -155,21 +155,29 @@ std::vector<double> measure_verify_ms(const model::Model& model, int n_max, Thre
   Status st = model.forward(s, ctx, model::ForwardOptions{model::LogitsMode::kNone, {}});
   DSPARK_CHECK(st.is_ok());
   auto time_n = [&](int n) {
-    std::vector<double> t;
     std::vector<int32_t> toks(ctx.begin(), ctx.begin() + n);
-    for (int r = 0; r < 4; ++r) {  // the first run warms this shape up and is not counted
-      const auto t0 = Clock::now();
-      Status fs = model.forward(s, toks, all);
-      DSPARK_CHECK(fs.is_ok());
-      if (r > 0) t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      s.kv().trim(n);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    const auto t0 = Clock::now();
+    Status fs = model.forward(s, toks, all);
+    DSPARK_CHECK(fs.is_ok());
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    s.kv().trim(n);
+    return ms;
   };
-  // Every n is measured: the curve is not linear on this engine (the AMX path starts at 8 rows).
+  // Every n is measured: the curve is not linear on this engine. One warm-up pass over every size,
+  // then kRounds passes that interleave the sizes (a slow stretch of a shared machine then hits
+  // all sizes alike instead of a few), median per size. Zen 4, Gemma 3, start-up tables of
+  // separate `dspark ab` runs (2026-12-03): timing each size in a block of 3 gave verify(1) 13.7,
+  // 7.9, 8.2 ms and verify(8) / verify(1) 1.4-2.9; interleaved, 10.3, 7.9, 10.8, 9.4 and 1.6-2.6.
+  constexpr int kRounds = 5;
+  for (int n = 1; n <= n_max; ++n) time_n(n);
+  std::vector<std::vector<double>> t((size_t)n_max + 1);
+  for (int r = 0; r < kRounds; ++r)
+    for (int n = 1; n <= n_max; ++n) t[(size_t)n].push_back(time_n(n));
   std::vector<double> v((size_t)n_max + 1, 0.0);
-  for (int n = 1; n <= n_max; ++n) v[(size_t)n] = time_n(n);
+  for (int n = 1; n <= n_max; ++n) {
+    std::sort(t[(size_t)n].begin(), t[(size_t)n].end());
+    v[(size_t)n] = t[(size_t)n][kRounds / 2];
+  }
   // A forward over more tokens never costs less: the non-decreasing least-squares fit (pool
   // adjacent violators), which averages a noisy spike instead of carrying it to every larger n.
   std::vector<std::pair<double, int>> blocks;  // (mean, count)
