@@ -6,20 +6,22 @@
 
 #include "core/status.h"
 #include "formats/gguf.h"
+#include "kernels/backend.h"
 
 namespace dspark::model {
 
 class Model;
 
 // Reads the config, binds the weights and builds the model; errors name the file and key/tensor.
-using ArchLoader = Result<std::unique_ptr<Model>> (*)(formats::GgufFile file);
+// be: the backend the model runs on (weights are prepared for it at load).
+using ArchLoader = Result<std::unique_ptr<Model>> (*)(formats::GgufFile file, const kernels::Backend& be);
 
 struct ArchEntry {
   const char* name;  // general.architecture value
   ArchLoader load;
 };
 
-Result<std::unique_ptr<Model>> load_gemma3(formats::GgufFile file);
-Result<std::unique_ptr<Model>> load_llama(formats::GgufFile file);
+Result<std::unique_ptr<Model>> load_gemma3(formats::GgufFile file, const kernels::Backend& be);
+Result<std::unique_ptr<Model>> load_llama(formats::GgufFile file, const kernels::Backend& be);
 
 }  // namespace dspark::model

@@ -14,8 +14,6 @@ namespace dspark::model {
 
 namespace {
 
-using kernels::matmul;
-
 Result<ModelConfig> read_config(const formats::GgufFile& f) {
   auto c = read_common_config(f, "gemma3");
   if (!c) return c.status();
@@ -59,13 +57,14 @@ Result<ModelWeights> bind_weights(const formats::GgufFile& file, const ModelConf
 
 class Gemma3Model final : public Model {
  public:
-  Gemma3Model(formats::GgufFile file, ModelConfig config, ModelWeights weights)
-      : Model(std::move(file), std::move(config), std::move(weights)) {}
+  Gemma3Model(formats::GgufFile file, ModelConfig config, ModelWeights weights, const kernels::Backend& be)
+      : Model(std::move(file), std::move(config), std::move(weights), be) {}
 
  private:
   void forward_rows(ForwardScratch& w, int64_t n, const ForwardOptions& opt,
                     std::span<const int64_t> last_rows) const override {
     const ModelConfig& c = config();
+    const kernels::Backend& be = backend();
     const int64_t n_embd = c.n_embd, hd = c.head_dim, q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
     float* x = w.x.data();    // [n, n_embd]
     float* xn = w.xn.data();  // [n, n_embd]
@@ -75,47 +74,45 @@ class Gemma3Model final : public Model {
     for (int64_t il = 0; il < c.n_layer; ++il) {
       const LayerWeights& L = weights().layers[il];
       // Attention block.
-      kernels::rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
+      be.rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
       project_qkv(w, L, xn, n);  // w.q [n, n_head * hd], w.k / w.v [n, kv_dim]
       for (int64_t t = 0; t < n; ++t) {
         float* q = w.q.data() + t * q_dim;
         float* k = w.k.data() + t * kv_dim;
         const int64_t pos = w.row_pos[t];
-        for (int64_t h = 0; h < c.n_head; ++h) kernels::rms_norm(q + h * hd, L.q_norm, q + h * hd, hd, c.rms_eps);
-        for (int64_t g = 0; g < c.n_head_kv; ++g) kernels::rms_norm(k + g * hd, L.k_norm, k + g * hd, hd, c.rms_eps);
-        kernels::rope_neox(q, c.n_head, hd, pos, c.rope_base(il));
-        kernels::rope_neox(k, c.n_head_kv, hd, pos, c.rope_base(il));
-        kernels::scale(q, q_dim, c.attn_scale);
+        be.rms_norm_rows(q, L.q_norm, q, c.n_head, hd, c.rms_eps);     // per head
+        be.rms_norm_rows(k, L.k_norm, k, c.n_head_kv, hd, c.rms_eps);  // per K/V head
+        be.rope(kernels::RopeMode::kNeox, q, c.n_head, hd, pos, c.rope_base(il));
+        be.rope(kernels::RopeMode::kNeox, k, c.n_head_kv, hd, pos, c.rope_base(il));
+        be.scale(q, q_dim, c.attn_scale);
         store_kv(w, il, t, k, w.v.data() + t * kv_dim);
       }
       attention(w, il, n);
-      matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]
-      kernels::rms_norm_rows(w.o.data(), L.post_attn_norm, w.o.data(), n, n_embd, c.rms_eps);
-      kernels::add_inplace(x, w.o.data(), n * n_embd);
+      be.matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]
+      be.rms_norm_rows(w.o.data(), L.post_attn_norm, w.o.data(), n, n_embd, c.rms_eps);
+      be.add_inplace(x, w.o.data(), n * n_embd);
 
       // Feed-forward block (GeGLU).
-      kernels::rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
-      gated_ffn(w, L, xn, n, [&](const float* g, const float* u, float* o, int64_t m) { gelu_.gelu_mul(g, u, o, m); });
-      matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
-      kernels::rms_norm_rows(w.o.data(), L.post_ffw_norm, w.o.data(), n, n_embd, c.rms_eps);
-      kernels::add_inplace(x, w.o.data(), n * n_embd);
+      be.rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
+      gated_ffn(w, L, xn, n, [&](const float* g, const float* u, float* o, int64_t m) { be.gelu_mul(g, u, o, m); });
+      be.matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
+      be.rms_norm_rows(w.o.data(), L.post_ffw_norm, w.o.data(), n, n_embd, c.rms_eps);
+      be.add_inplace(x, w.o.data(), n * n_embd);
       if (!opt.taps.empty()) capture(w, n, opt, (int)il, x);
     }
     finish(w, n, opt, last_rows);
   }
-
-  kernels::GeluTable gelu_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_gemma3(formats::GgufFile file) {
+Result<std::unique_ptr<Model>> load_gemma3(formats::GgufFile file, const kernels::Backend& be) {
   auto config = read_config(file);
   if (!config) return config.status();
   auto weights = bind_weights(file, *config);
   if (!weights) return weights.status();
   return std::unique_ptr<Model>(
-      new Gemma3Model(std::move(file), std::move(config).value(), std::move(weights).value()));
+      new Gemma3Model(std::move(file), std::move(config).value(), std::move(weights).value(), be));
 }
 
 }  // namespace dspark::model

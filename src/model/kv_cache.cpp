@@ -6,7 +6,7 @@
 
 namespace dspark::model {
 
-KvCache::KvCache(const ModelConfig& c, int64_t n_ctx, int64_t max_batch)
+KvCache::KvCache(const kernels::Backend& be, const ModelConfig& c, int64_t n_ctx, int64_t max_batch)
     : n_ctx_(n_ctx), max_batch_(max_batch), window_(c.sliding_window), kv_dim_(c.n_head_kv * c.head_dim) {
   DSPARK_CHECK(n_ctx > 0 && max_batch > 0);
   layers_.resize(c.n_layer);
@@ -14,8 +14,10 @@ KvCache::KvCache(const ModelConfig& c, int64_t n_ctx, int64_t max_batch)
     Layer& l = layers_[il];
     l.sliding = c.is_sliding(il);
     l.capacity = l.sliding ? std::min(n_ctx, window_ + max_batch) : n_ctx;
-    l.k.assign((size_t)(l.capacity * kv_dim_), 0);
-    l.v.assign((size_t)(l.capacity * kv_dim_), 0);
+    l.k.bind(&be);  // zero-filled
+    l.v.bind(&be);
+    l.k.resize((size_t)(l.capacity * kv_dim_));
+    l.v.resize((size_t)(l.capacity * kv_dim_));
   }
 }
 

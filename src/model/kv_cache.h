@@ -1,4 +1,6 @@
-// Per-layer K/V cache of a target model, f16 storage (as llama.cpp's default cache type).
+// Per-layer K/V cache of a target model, f16 storage (as llama.cpp's default cache type), in
+// buffers of the model's backend (kernels/backend.h; the CPU's are host memory, which the prompt
+// cache copies rows from and to).
 //
 // Global layers keep every position: slot(pos) = pos, capacity n_ctx.
 // Sliding layers keep a ring: slot(pos) = pos % capacity with capacity = window + max_batch.
@@ -13,13 +15,14 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/backend.h"
 #include "model/config.h"
 
 namespace dspark::model {
 
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int64_t n_ctx, int64_t max_batch);
+  KvCache(const kernels::Backend& be, const ModelConfig& config, int64_t n_ctx, int64_t max_batch);
 
   int64_t n_ctx() const { return n_ctx_; }
   int64_t max_batch() const { return max_batch_; }
@@ -78,8 +81,8 @@ class KvCache {
   struct Layer {
     bool sliding = false;
     int64_t capacity = 0;
-    std::vector<uint16_t> k;  // [capacity, kv_dim] f16
-    std::vector<uint16_t> v;  // [capacity, kv_dim] f16
+    kernels::DeviceArray<uint16_t> k;  // [capacity, kv_dim] f16
+    kernels::DeviceArray<uint16_t> v;  // [capacity, kv_dim] f16
   };
   int64_t slot(int64_t il, int64_t pos) const {
     const Layer& l = layers_[il];

@@ -17,7 +17,6 @@ namespace dspark::model {
 
 namespace {
 
-using kernels::matmul;
 
 Result<ModelConfig> read_config(const formats::GgufFile& f) {
   auto c = read_common_config(f, "llama");
@@ -55,13 +54,14 @@ Result<ModelWeights> bind_weights(const formats::GgufFile& file, const ModelConf
 
 class LlamaModel final : public Model {
  public:
-  LlamaModel(formats::GgufFile file, ModelConfig config, ModelWeights weights)
-      : Model(std::move(file), std::move(config), std::move(weights)) {}
+  LlamaModel(formats::GgufFile file, ModelConfig config, ModelWeights weights, const kernels::Backend& be)
+      : Model(std::move(file), std::move(config), std::move(weights), be) {}
 
  private:
   void forward_rows(ForwardScratch& w, int64_t n, const ForwardOptions& opt,
                     std::span<const int64_t> last_rows) const override {
     const ModelConfig& c = config();
+    const kernels::Backend& be = backend();
     const int64_t n_embd = c.n_embd, hd = c.head_dim, q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
     float* x = w.x.data();    // [n, n_embd]
     float* xn = w.xn.data();  // [n, n_embd]
@@ -71,26 +71,26 @@ class LlamaModel final : public Model {
     for (int64_t il = 0; il < c.n_layer; ++il) {
       const LayerWeights& L = weights().layers[il];
       // Attention block.
-      kernels::rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
+      be.rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
       project_qkv(w, L, xn, n);
       for (int64_t t = 0; t < n; ++t) {
         float* q = w.q.data() + t * q_dim;
         float* k = w.k.data() + t * kv_dim;
         const int64_t pos = w.row_pos[t];
-        kernels::rope_norm(q, c.n_head, hd, pos, c.rope_base(il));
-        kernels::rope_norm(k, c.n_head_kv, hd, pos, c.rope_base(il));
-        kernels::scale(q, q_dim, c.attn_scale);
+        be.rope(kernels::RopeMode::kNormal, q, c.n_head, hd, pos, c.rope_base(il));
+        be.rope(kernels::RopeMode::kNormal, k, c.n_head_kv, hd, pos, c.rope_base(il));
+        be.scale(q, q_dim, c.attn_scale);
         store_kv(w, il, t, k, w.v.data() + t * kv_dim);
       }
       attention(w, il, n);
-      matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]
-      kernels::add_inplace(x, w.o.data(), n * n_embd);
+      be.matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]
+      be.add_inplace(x, w.o.data(), n * n_embd);
 
       // Feed-forward block (SwiGLU).
-      kernels::rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
-      gated_ffn(w, L, xn, n, [](const float* g, const float* u, float* o, int64_t m) { kernels::silu_mul(g, u, o, m); });
-      matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
-      kernels::add_inplace(x, w.o.data(), n * n_embd);
+      be.rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
+      gated_ffn(w, L, xn, n, [&](const float* g, const float* u, float* o, int64_t m) { be.silu_mul(g, u, o, m); });
+      be.matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
+      be.add_inplace(x, w.o.data(), n * n_embd);
       if (!opt.taps.empty()) capture(w, n, opt, (int)il, x);
     }
     finish(w, n, opt, last_rows);
@@ -99,12 +99,12 @@ class LlamaModel final : public Model {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_llama(formats::GgufFile file) {
+Result<std::unique_ptr<Model>> load_llama(formats::GgufFile file, const kernels::Backend& be) {
   auto config = read_config(file);
   if (!config) return config.status();
   auto weights = bind_weights(file, *config);
   if (!weights) return weights.status();
-  return std::unique_ptr<Model>(new LlamaModel(std::move(file), std::move(config).value(), std::move(weights).value()));
+  return std::unique_ptr<Model>(new LlamaModel(std::move(file), std::move(config).value(), std::move(weights).value(), be));
 }
 
 }  // namespace dspark::model

@@ -8,8 +8,6 @@
 
 namespace dspark::model {
 
-using kernels::matmul;
-
 namespace {
 
 constexpr ArchEntry kArchitectures[] = {
@@ -19,25 +17,26 @@ constexpr ArchEntry kArchitectures[] = {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_model(const std::string& path) {
+Result<std::unique_ptr<Model>> load_model(const std::string& path, const kernels::Backend* be) {
+  const kernels::Backend& backend = be ? *be : kernels::default_backend();
   auto file = formats::GgufFile::open(path);
   if (!file) return file.status();
   auto arch = file->get_string("general.architecture");
   if (!arch) return Status::error(arch.message());
   std::string known;
   for (const ArchEntry& e : kArchitectures) {
-    if (*arch == e.name) return e.load(std::move(file).value());
+    if (*arch == e.name) return e.load(std::move(file).value(), backend);
     known += std::string(known.empty() ? "" : ", ") + e.name;
   }
   return Status::error(path + ": general.architecture is '" + *arch + "', which dspark does not implement (supported: " +
                        known + ")");
 }
 
-ForwardScratch::ForwardScratch(const ModelConfig& c, int64_t rows, int64_t ctx, ThreadPool* p)
-    : max_rows(rows), max_ctx(ctx), pool(p) {
+ForwardScratch::ForwardScratch(const kernels::Backend& backend, const ModelConfig& c, int64_t rows, int64_t ctx,
+                               ThreadPool* p)
+    : be(&backend), max_rows(rows), max_ctx(ctx), mm(backend.matmul_context(p)), pool(p) {
   const int64_t kv_dim = c.n_head_kv * c.head_dim;
-  mm.isa = kernels::detect_isa();
-  mm.pool = p;
+  for (Array* a : {&x, &xn, &q, &k, &v, &attn, &o, &gate, &up, &fused, &scores, &logits}) a->bind(&backend);
   x.resize(rows * c.n_embd);
   xn.resize(rows * c.n_embd);
   q.resize(rows * c.n_head * c.head_dim);
@@ -55,8 +54,8 @@ ForwardScratch::ForwardScratch(const ModelConfig& c, int64_t rows, int64_t ctx, 
 }
 
 Session::Session(const Model& model, const SessionOptions& opt, ThreadPool* pool)
-    : kv_(model.config(), opt.n_ctx, std::min(opt.max_batch, opt.n_ctx)),
-      scratch_(model.config(), std::min(opt.max_batch, opt.n_ctx), opt.n_ctx, pool) {}
+    : kv_(model.backend(), model.config(), opt.n_ctx, std::min(opt.max_batch, opt.n_ctx)),
+      scratch_(model.backend(), model.config(), std::min(opt.max_batch, opt.n_ctx), opt.n_ctx, pool) {}
 
 Status Model::prepare(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const {
   const ModelConfig& c = config_;
@@ -132,13 +131,7 @@ Status Model::forward_multi(std::span<const SeqInput> seqs, const ForwardOptions
 }
 
 void Model::embed(ForwardScratch& w, int64_t n) const {
-  const ModelConfig& c = config_;
-  const kernels::QMatrix& embd = weights_.token_embd;
-  for (int64_t t = 0; t < n; ++t) {
-    float* x = w.x.data() + t * c.n_embd;
-    kernels::dequantize_row(embd.type, (const uint8_t*)embd.data + (size_t)w.row_token[t] * embd.row_stride, x, c.n_embd);
-    if (c.embd_scale != 1.0f) kernels::scale(x, c.n_embd, c.embd_scale);
-  }
+  be_->embed_rows(weights_.token_embd, w.row_token.data(), n, config_.embd_scale, w.x.data());
 }
 
 void Model::capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int point, const float* src) const {
@@ -146,15 +139,15 @@ void Model::capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int
   for (size_t i = 0; i < opt.taps.size(); ++i)
     if (opt.taps[i] == point)
       for (int64_t r = 0; r < n; ++r)
-        std::memcpy(w.row_session[r]->taps_[i].data() + w.row_out[r] * n_embd, src + r * n_embd,
-                    sizeof(float) * n_embd);
+        be_->to_host(w.row_session[r]->taps_[i].data() + w.row_out[r] * n_embd, src + r * n_embd,
+                     sizeof(float) * n_embd);
 }
 
 void Model::store_kv(ForwardScratch& w, int64_t il, int64_t t, const float* k, const float* v) const {
   KvCache& kv = w.row_session[t]->kv_;
   const int64_t pos = w.row_pos[t], kv_dim = config_.n_head_kv * config_.head_dim;
-  kernels::f32_to_f16_row(k, kv.k_row(il, pos), kv_dim);
-  kernels::f32_to_f16_row(v, kv.v_row(il, pos), kv_dim);
+  be_->f32_to_f16(k, kv.k_row(il, pos), kv_dim);
+  be_->f32_to_f16(v, kv.v_row(il, pos), kv_dim);
 }
 
 void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std::span<const int64_t> last_rows) const {
@@ -175,34 +168,39 @@ void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std:
       opt.logits == LogitsMode::kAll ||
       std::find(opt.taps.begin(), opt.taps.end(), kTapFinalNorm) != opt.taps.end();
   if (need_all_norm) {
-    kernels::rms_norm_rows(x, weights_.output_norm, xn, n, n_embd, c.rms_eps);
+    be_->rms_norm_rows(x, weights_.output_norm, xn, n, n_embd, c.rms_eps);
     capture(w, n, opt, kTapFinalNorm, xn);
   }
+  // Logits reach the sessions' host arrays once: written there directly when the backend's memory
+  // is the host's and the rows are one session's contiguous run, else staged and copied.
   const bool single = w.row_session[0] == w.row_session[n - 1];
+  const size_t row_bytes = sizeof(float) * (size_t)c.n_vocab;
   if (opt.logits == LogitsMode::kAll) {
-    if (single) {  // straight into the session's buffer
+    if (single && be_->host_memory()) {
       Session& s = *w.row_session[0];
-      matmul(w.mm, head, xn, n, s.logits_.data() + w.row_out[0] * c.n_vocab, c.n_vocab);
+      be_->matmul(w.mm, head, xn, n, s.logits_.data() + w.row_out[0] * c.n_vocab, c.n_vocab);
     } else {
-      w.logits.resize((size_t)(n * c.n_vocab));
-      matmul(w.mm, head, xn, n, w.logits.data(), c.n_vocab);
-      for (int64_t r = 0; r < n; ++r)
-        std::memcpy(w.row_session[r]->logits_.data() + w.row_out[r] * c.n_vocab, w.logits.data() + r * c.n_vocab,
-                    sizeof(float) * c.n_vocab);
+      if (w.logits.size() < (size_t)(n * c.n_vocab)) w.logits.resize((size_t)(n * c.n_vocab));
+      be_->matmul(w.mm, head, xn, n, w.logits.data(), c.n_vocab);
+      if (single)
+        be_->to_host(w.row_session[0]->logits_.data() + w.row_out[0] * c.n_vocab, w.logits.data(), row_bytes * n);
+      else
+        for (int64_t r = 0; r < n; ++r)
+          be_->to_host(w.row_session[r]->logits_.data() + w.row_out[r] * c.n_vocab, w.logits.data() + r * c.n_vocab,
+                       row_bytes);
     }
   } else if (opt.logits == LogitsMode::kLast && !last_rows.empty()) {
     // The final-normed last rows, gathered into the first rows of xn.
     const int64_t m = (int64_t)last_rows.size();
     for (int64_t i = 0; i < m; ++i)
-      kernels::rms_norm(x + last_rows[i] * n_embd, weights_.output_norm, xn + i * n_embd, n_embd, c.rms_eps);
-    if (m == 1) {
-      matmul(w.mm, head, xn, 1, w.row_session[last_rows[0]]->logits_.data(), c.n_vocab);
+      be_->rms_norm_rows(x + last_rows[i] * n_embd, weights_.output_norm, xn + i * n_embd, 1, n_embd, c.rms_eps);
+    if (m == 1 && be_->host_memory()) {
+      be_->matmul(w.mm, head, xn, 1, w.row_session[last_rows[0]]->logits_.data(), c.n_vocab);
     } else {
-      w.logits.resize((size_t)(m * c.n_vocab));
-      matmul(w.mm, head, xn, m, w.logits.data(), c.n_vocab);
+      if (w.logits.size() < (size_t)(m * c.n_vocab)) w.logits.resize((size_t)(m * c.n_vocab));
+      be_->matmul(w.mm, head, xn, m, w.logits.data(), c.n_vocab);
       for (int64_t i = 0; i < m; ++i)
-        std::memcpy(w.row_session[last_rows[i]]->logits_.data(), w.logits.data() + i * c.n_vocab,
-                    sizeof(float) * c.n_vocab);
+        be_->to_host(w.row_session[last_rows[i]]->logits_.data(), w.logits.data() + i * c.n_vocab, row_bytes);
     }
   }
 }
@@ -210,19 +208,19 @@ void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std:
 void Model::project_qkv(ForwardScratch& w, const LayerWeights& L, const float* xn, int64_t n) const {
   const ModelConfig& c = config_;
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
-  if (kernels::packed_usable(L.wqkv, w.mm.isa)) {
+  if (be_->weight_prepared(L.wqkv)) {
     const int64_t ld = q_dim + 2 * kv_dim;
     float* f = w.fused_rows((size_t)(n * ld));  // [n, q_dim | kv_dim | kv_dim]
-    matmul(w.mm, L.wqkv, xn, n, f, ld);
+    be_->matmul(w.mm, L.wqkv, xn, n, f, ld);
     for (int64_t t = 0; t < n; ++t) {
-      std::copy_n(f + t * ld, q_dim, w.q.data() + t * q_dim);
-      std::copy_n(f + t * ld + q_dim, kv_dim, w.k.data() + t * kv_dim);
-      std::copy_n(f + t * ld + q_dim + kv_dim, kv_dim, w.v.data() + t * kv_dim);
+      be_->copy(w.q.data() + t * q_dim, f + t * ld, sizeof(float) * q_dim);
+      be_->copy(w.k.data() + t * kv_dim, f + t * ld + q_dim, sizeof(float) * kv_dim);
+      be_->copy(w.v.data() + t * kv_dim, f + t * ld + q_dim + kv_dim, sizeof(float) * kv_dim);
     }
   } else {
-    matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);   // [n, n_head * hd]
-    matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);  // [n, kv_dim]
-    matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);  // [n, kv_dim]
+    be_->matmul(w.mm, L.wq, xn, n, w.q.data(), q_dim);   // [n, n_head * hd]
+    be_->matmul(w.mm, L.wk, xn, n, w.k.data(), kv_dim);  // [n, kv_dim]
+    be_->matmul(w.mm, L.wv, xn, n, w.v.data(), kv_dim);  // [n, kv_dim]
   }
 }
 
@@ -244,8 +242,8 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
       const KvCache& kv = w.row_session[t]->kv_;
       const int64_t pos = w.row_pos[t], lo = kv.first_visible(il, pos);
       const int64_t q_off = t * q_dim + (g * group + h0) * hd;
-      kernels::attention_f16kv(w.mm.isa, w.q.data() + q_off, (int)(h1 - h0), hd, kv.view(il, g * hd), lo,
-                               pos - lo + 1, scores, w.attn.data() + q_off);
+      be_->attention(w.q.data() + q_off, (int)(h1 - h0), hd, kv.view(il, g * hd), lo, pos - lo + 1, scores,
+                     w.attn.data() + q_off);
     }
   };
   if (w.pool) w.pool->run(job); else job(0, 1);

@@ -7,6 +7,9 @@
 // weights and implements forward_rows(), its layer graph, from the shared steps below.
 // Hidden-state taps: a caller lists tap points; the forward copies those residual states for every
 // position. With no taps requested nothing is copied.
+// Compute goes through one kernels::Backend chosen at load (kernels/backend.h): the scratch
+// activations and the KV cache are its buffers, its ops run the layer graph, and a forward's
+// logits and taps are copied to the host (the Session's arrays) once.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include "core/status.h"
 #include "core/threadpool.h"
 #include "formats/gguf.h"
+#include "kernels/backend.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "kernels/packed.h"
@@ -48,29 +52,32 @@ class Model;
 class Session;
 
 // Activation buffers of one forward over up to max_rows rows (rows of one or several sequences),
-// reused across forwards: no allocation in the steady state. One per calling thread.
+// reused across forwards: no allocation in the steady state. One per calling thread. The f32
+// arrays are buffers of the model's backend (be); the row plan is host memory.
 struct ForwardScratch {
-  ForwardScratch(const ModelConfig& c, int64_t max_rows, int64_t max_ctx, ThreadPool* pool);
+  ForwardScratch(const kernels::Backend& be, const ModelConfig& c, int64_t max_rows, int64_t max_ctx, ThreadPool* pool);
+  const kernels::Backend* be = nullptr;
   int64_t max_rows = 0;
   int64_t max_ctx = 0;             // largest context of any session it serves (attention scores)
   kernels::MatmulContext mm;
   ThreadPool* pool = nullptr;
-  std::vector<float> x;            // [rows, n_embd] residual stream
-  std::vector<float> xn;           // [rows, n_embd] normed input
-  std::vector<float> q;            // [rows, n_head * head_dim]
-  std::vector<float> k;            // [rows, kv_dim]
-  std::vector<float> v;            // [rows, kv_dim]
-  std::vector<float> attn;         // [rows, n_head * head_dim]
-  std::vector<float> o;            // [rows, n_embd]
-  std::vector<float> gate;         // [rows, n_ff]
-  std::vector<float> up;           // [rows, n_ff]
-  std::vector<float> fused;        // fused matmul outputs (weights.h), grown on first use
+  using Array = kernels::DeviceArray<float>;
+  Array x;                         // [rows, n_embd] residual stream
+  Array xn;                        // [rows, n_embd] normed input
+  Array q;                         // [rows, n_head * head_dim]
+  Array k;                         // [rows, kv_dim]
+  Array v;                         // [rows, kv_dim]
+  Array attn;                      // [rows, n_head * head_dim]
+  Array o;                         // [rows, n_embd]
+  Array gate;                      // [rows, n_ff]
+  Array up;                        // [rows, n_ff]
+  Array fused;                     // fused matmul outputs (weights.h), grown on first use
   float* fused_rows(size_t n) {
     if (fused.size() < n) fused.resize(n);
     return fused.data();
   }
-  std::vector<float> scores;       // [n_threads, n_head / n_head_kv, max_ctx]
-  std::vector<float> logits;       // [n_seq, n_vocab] multi-sequence staging (grown on demand)
+  Array scores;                    // [n_threads, n_head / n_head_kv, max_ctx]
+  Array logits;                    // [n_seq, n_vocab] staging (grown on demand)
   // Row plan of the current forward: [rows]
   std::vector<Session*> row_session;
   std::vector<int64_t> row_pos;    // absolute position of the row in its sequence
@@ -116,6 +123,7 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return config_; }
+  const kernels::Backend& backend() const { return *be_; }
   const formats::GgufFile& file() const { return file_; }
   const ModelWeights& weights() const { return weights_; }
 
@@ -131,9 +139,9 @@ class Model {
   Status forward_multi(std::span<const SeqInput> seqs, const ForwardOptions& opt, ForwardScratch& scratch) const;
 
  protected:
-  Model(formats::GgufFile file, ModelConfig config, ModelWeights weights)
-      : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {
-    pack_weights(&weights_, kernels::detect_isa(), file_.mapped());
+  Model(formats::GgufFile file, ModelConfig config, ModelWeights weights, const kernels::Backend& be)
+      : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)), be_(&be) {
+    prepare_weights(&weights_, be, file_.mapped());
   }
 
   // The architecture's graph over the n rows planned in w.row_* (grouped by session, in position
@@ -159,13 +167,13 @@ class Model {
   template <class Act>
   void gated_ffn(ForwardScratch& w, const LayerWeights& L, const float* xn, int64_t n, const Act& act) const {
     const int64_t ff = config_.n_ff;
-    if (kernels::packed_usable(L.w_gate_up, w.mm.isa)) {
+    if (be_->weight_prepared(L.w_gate_up)) {
       float* f = w.fused_rows((size_t)(n * 2 * ff));  // [n, n_ff gate | n_ff up]
-      matmul(w.mm, L.w_gate_up, xn, n, f, 2 * ff);
+      be_->matmul(w.mm, L.w_gate_up, xn, n, f, 2 * ff);
       for (int64_t t = 0; t < n; ++t) act(f + t * 2 * ff, f + t * 2 * ff + ff, w.gate.data() + t * ff, ff);
     } else {
-      matmul(w.mm, L.w_gate, xn, n, w.gate.data(), ff);  // [n, n_ff]
-      matmul(w.mm, L.w_up, xn, n, w.up.data(), ff);      // [n, n_ff]
+      be_->matmul(w.mm, L.w_gate, xn, n, w.gate.data(), ff);  // [n, n_ff]
+      be_->matmul(w.mm, L.w_up, xn, n, w.up.data(), ff);      // [n, n_ff]
       act(w.gate.data(), w.up.data(), w.gate.data(), n * ff);
     }
   }
@@ -179,10 +187,12 @@ class Model {
   formats::GgufFile file_;
   ModelConfig config_;
   ModelWeights weights_;
+  const kernels::Backend* be_;
 };
 
 // Opens the GGUF (mmap; weights are not copied), reads general.architecture and loads it with the
 // matching architecture; an architecture not in model/archs.h is an error naming the key.
-Result<std::unique_ptr<Model>> load_model(const std::string& path);
+// be: the backend it runs on (nullptr = kernels::default_backend(), the CPU); it must outlive the model.
+Result<std::unique_ptr<Model>> load_model(const std::string& path, const kernels::Backend* be = nullptr);
 
 }  // namespace dspark::model

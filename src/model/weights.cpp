@@ -55,38 +55,20 @@ void release_pages(const void* p, size_t n) {
 
 }  // namespace
 
-void pack_weights(ModelWeights* w, kernels::Isa isa, bool release_source) {
+void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_source) {
   auto pack = [&](kernels::QMatrix& m) {
-    if (!m.data || m.packed || !kernels::pack_supported(m.type, isa)) return;
-    std::vector<uint8_t> buf(kernels::packed_bytes(m));
-    kernels::pack_x8(m, buf.data());
-    m.packed = buf.data();
-    w->packed.push_back(std::move(buf));
+    kernels::Buffer storage;
+    if (!be.prepare_weight(&m, &storage)) return;
+    w->prepared.push_back(std::move(storage));
     if (release_source) release_pages(m.data, m.row_stride * (size_t)m.n_rows);
   };
-  // The parts' rows, packed one after another into one packed-only matrix (row groups of 8 never
-  // straddle two parts: each part has a multiple of 8 rows).
   auto fuse = [&](std::initializer_list<const kernels::QMatrix*> parts, kernels::QMatrix* out) {
-    const kernels::QMatrix& first = **parts.begin();
-    int64_t rows = 0;
-    size_t bytes = 0;
-    for (const kernels::QMatrix* m : parts) {
-      if (!m->data || m->packed || m->type != first.type || m->n_cols != first.n_cols || m->n_rows % 8 != 0 ||
-          !kernels::pack_supported(m->type, isa))
-        return false;
-      rows += m->n_rows;
-      bytes += kernels::packed_bytes(*m);
-    }
-    std::vector<uint8_t> buf(bytes);
-    size_t off = 0;
-    for (const kernels::QMatrix* m : parts) {
-      kernels::pack_x8(*m, buf.data() + off);
-      off += kernels::packed_bytes(*m);
-      if (release_source) release_pages(m->data, m->row_stride * (size_t)m->n_rows);
-    }
-    *out = kernels::QMatrix{first.type, rows, first.n_cols, nullptr, first.row_stride};
-    out->packed = buf.data();
-    w->packed.push_back(std::move(buf));
+    kernels::Buffer storage;
+    if (!be.fused_weight(std::span<const kernels::QMatrix* const>(parts.begin(), parts.size()), out, &storage))
+      return false;
+    w->prepared.push_back(std::move(storage));
+    if (release_source)
+      for (const kernels::QMatrix* m : parts) release_pages(m->data, m->row_stride * (size_t)m->n_rows);
     return true;
   };
   for (LayerWeights& L : w->layers) {

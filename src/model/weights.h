@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "formats/gguf.h"
+#include "kernels/backend.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
 
@@ -27,9 +28,9 @@ struct LayerWeights {
   kernels::QMatrix w_up;                   // [n_ff, n_embd]
   kernels::QMatrix w_down;                 // [n_embd, n_ff]
   const float* post_ffw_norm = nullptr;    // [n_embd] f32 (Gemma 3)
-  // Packed-only fusions (data == nullptr; kernels::packed_usable): the rows of wq, wk, wv
-  // [q_dim + 2 kv_dim, n_embd] and of w_gate, w_up [2 n_ff, n_embd], made by pack_weights when the
-  // parts share a packed type, so one matmul (one activation quantization, one hand-off to the
+  // Prepared-only fusions (data == nullptr; Backend::weight_prepared): the rows of wq, wk, wv
+  // [q_dim + 2 kv_dim, n_embd] and of w_gate, w_up [2 n_ff, n_embd], made by prepare_weights when
+  // the backend has a kernel for the parts' shared type (the CPU: a packed type), so one matmul (one activation quantization, one hand-off to the
   // threads) replaces three or two. Every output row is the same dot product as in its part.
   kernels::QMatrix wqkv, w_gate_up;
 };
@@ -41,9 +42,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;        // [n_layer]
   const float* output_norm = nullptr;      // [n_embd] f32
   size_t total_bytes = 0;                  // bytes of all bound tensors
-  // Row-interleaved copies (kernels/packed.h) that the matrices' QMatrix::packed point into; moving
-  // the struct keeps them valid. Empty when the ISA has no packed kernel for the model's types.
-  std::vector<std::vector<uint8_t>> packed;
+  // The backend's copies of the matrices (the CPU: the row-interleaved copies of kernels/packed.h
+  // that QMatrix::packed points into); moving the struct keeps them valid. Empty when the backend
+  // runs the GGUF layout as it is.
+  std::vector<kernels::Buffer> prepared;
 };
 
 // Finds tensors by name, checks their shapes and binds views; counts the bytes bound.
@@ -63,12 +65,13 @@ class TensorBinder {
   size_t total_bytes_ = 0;
 };
 
-// Packs every layer matrix and the LM head whose type has a packed kernel on `isa` (the token
-// table keeps its GGUF layout for row lookups); parts that can be fused (LayerWeights::wqkv,
-// w_gate_up) are packed only into their fusion. With `release_source` (the tensors lie in a file
-// mapping) the kernel may drop the packed tensors' source pages from memory (re-read from the file
-// if anything touches them again), so the copies do not double the resident size.
-void pack_weights(ModelWeights* w, kernels::Isa isa, bool release_source);
+// Gives the backend every layer matrix and the LM head to prepare (Backend::prepare_weight; the
+// CPU packs the types its ISA has packed kernels for; the token table keeps its GGUF layout for
+// row lookups); parts that can be fused (LayerWeights::wqkv, w_gate_up) are prepared only into
+// their fusion. With `release_source` (the tensors lie in a file mapping) the kernel may drop the
+// prepared tensors' source pages from memory (re-read from the file if anything touches them
+// again), so the copies do not double the resident size.
+void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_source);
 
 // token_embd, output (bound when present, else tied to token_embd) and output_norm.
 Status bind_embeddings_and_head(TensorBinder& b, const ModelConfig& c, ModelWeights* w);

@@ -7,12 +7,15 @@
 
 namespace dspark::runtime {
 
-Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template) {
+Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template,
+                               const std::string& backend) {
+  auto be = kernels::find_backend(backend);
+  if (!be) return be.status();
   auto path = resolve_model_path(spec, resolve_cache_dir(cache_flag));
   if (!path) return path.status();
   LoadedModel lm;
   lm.path = *path;
-  auto model = model::load_model(*path);
+  auto model = model::load_model(*path, *be);
   if (!model) return model.status();
   lm.model = std::move(model).value();
   auto tok = tokenizer::load_tokenizer(lm.model->file());

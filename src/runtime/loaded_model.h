@@ -18,9 +18,10 @@ struct LoadedModel {
   tokenizer::ChatTemplate chat;  // the model's chat template (or --chat-template's)
 };
 
-// chat_template: a --chat-template value ("" = from the GGUF, see resolve_chat_template).
+// chat_template: a --chat-template value ("" = from the GGUF, see resolve_chat_template);
+// backend: a --backend value ("" / "auto" = kernels::default_backend()).
 Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag,
-                               const std::string& chat_template = "");
+                               const std::string& chat_template = "", const std::string& backend = "");
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t peak_rss_bytes();

@@ -36,7 +36,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Model& model,
     s->slots_.push_back(std::move(slot));
   }
   if (cfg.batch_rounds && cfg.n_slots > 1)
-    s->scratch_ = std::make_unique<model::ForwardScratch>(model.config(), cfg.n_slots * cfg.max_window, cfg.n_ctx, pool);
+    s->scratch_ = std::make_unique<model::ForwardScratch>(model.backend(), model.config(), cfg.n_slots * cfg.max_window,
+                                                          cfg.n_ctx, pool);
   s->thread_ = std::thread([p = s.get()] { p->loop(); });
   return s;
 }

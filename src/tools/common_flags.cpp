@@ -1,5 +1,7 @@
 #include "tools/common_flags.h"
 
+#include "kernels/backend.h"
+
 namespace dspark::tools {
 
 void add_model_flags(Args& args, std::string* model, std::string* cache, std::string* chat_template) {
@@ -8,6 +10,13 @@ void add_model_flags(Args& args, std::string* model, std::string* cache, std::st
   if (chat_template)
     args.add("--chat-template", chat_template,
              "gemma|chatml|llama3: chat template to use (default: detected from the GGUF's tokenizer.chat_template)");
+}
+
+void add_backend_flag(Args& args, std::string* backend) {
+  std::string names = "auto";
+  for (const kernels::BackendInfo& b : kernels::backends())
+    if (b.available()) names += std::string("|") + b.name;
+  args.add("--backend", backend, names + ": compute backend of the target (auto = the first: the CPU's best kernels)");
 }
 
 void add_threads_flag(Args& args, int64_t* threads) {

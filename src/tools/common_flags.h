@@ -13,6 +13,8 @@ namespace dspark::tools {
 // --model/-m (registry name or GGUF path; default as *model holds) and --cache-dir; with
 // chat_template, also --chat-template (verbs that render chat turns).
 void add_model_flags(Args& args, std::string* model, std::string* cache, std::string* chat_template = nullptr);
+// --backend: the compute backend the target runs on (kernels::backends(); default auto = the best).
+void add_backend_flag(Args& args, std::string* backend);
 // --threads/-t in [1, 256] (default as *threads holds; verbs start from ThreadPool::default_threads()).
 void add_threads_flag(Args& args, int64_t* threads);
 // --json: `what` says what the verb prints.

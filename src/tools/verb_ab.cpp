@@ -63,7 +63,9 @@ int verb_ab(int argc, char** argv) {
       "  draft-copy=auto|on|off|only|first, draft-quant=none|auto (default none: the checkpoint as given)\n"
       "e.g. --a serial --b draft-kind=ngram,num-draft-tokens=3\n"
       "     --a draft-model=ckpt_v1 --b draft-model=ckpt_v2,draft-threshold=0.3");
+  std::string backend;
   add_model_flags(args, &model_spec, &cache, &chat_template);
+  add_backend_flag(args, &backend);
   args.add("--a", &spec_a, "arm A (the baseline): SPEC");
   args.add("--b", &spec_b, "arm B: SPEC");
   args.add_list("--arm", &named_arms, "another arm, NAME=SPEC (repeatable; without --a, the first is the baseline)");
@@ -127,7 +129,7 @@ int verb_ab(int argc, char** argv) {
   s.bootstrap.seed = s.sampler.seed;
   s.rule = {.min_accept_delta_pts = min_accept, .min_speed_ratio = min_speed};
 
-  auto lm = load_model(model_spec, cache, chat_template);
+  auto lm = load_model(model_spec, cache, chat_template, backend);
   if (!lm) return bad(lm.message());
   if (n_ctx > lm->model->config().n_ctx_train)
     return bad("--ctx " + std::to_string(n_ctx) + " exceeds the model's training context " +

@@ -71,7 +71,9 @@ int verb_bench(int argc, char** argv) {
             "With --temp > 0 each repeat also decodes the same prompt sampled (greedy and sampled alternate\n"
             "which runs first), and the time of one sampled row (softmax, truncation, draw) is reported\n"
             "apart from the forward.");
+  std::string backend;
   add_model_flags(args, &model_spec, &cache, &chat_template);
+  add_backend_flag(args, &backend);
   args.add("--n-prompt,-p", &n_prompt, "prefill length in tokens (0 = skip)", 0, 1 << 16);
   args.add("--n-gen,-n", &n_gen, "decode length in tokens (0 = skip)", 0, 1 << 16);
   add_threads_flag(args, &threads);
@@ -98,7 +100,7 @@ int verb_bench(int argc, char** argv) {
       return kExitBadInput;
     }
   }
-  auto lm = load_model(model_spec, cache, chat_template);
+  auto lm = load_model(model_spec, cache, chat_template, backend);
   if (!lm) { std::fprintf(stderr, "dspark bench: %s\n", lm.message().c_str()); return kExitBadInput; }
   if (spec_mode) {
     sopt.n_gen = n_gen;

@@ -34,7 +34,9 @@ int verb_generate(int argc, char** argv) {
             "speeds go to stderr (or everything as one JSON object with --json). With a drafter the\n"
             "output is the same (temperature 0) or identically distributed (temperature > 0), and the\n"
             "speculative telemetry is reported too.");
+  std::string backend;
   add_model_flags(args, &model_spec, &cache, &chat_template);
+  add_backend_flag(args, &backend);
   args.add("--prompt,-p", &prompt, "prompt text");
   args.add("--prompt-file,-f", &prompt_file, "read the prompt from a file");
   args.add_flag("--chat", &chat, "wrap the prompt in the model's chat template (one user turn)");
@@ -68,7 +70,7 @@ int verb_generate(int argc, char** argv) {
     std::fprintf(stderr, "dspark generate: no prompt (use -p TEXT or -f FILE)\n");
     return kExitBadInput;
   }
-  auto lm = load_model(model_spec, cache, chat_template);
+  auto lm = load_model(model_spec, cache, chat_template, backend);
   if (!lm) { std::fprintf(stderr, "dspark generate: %s\n", lm.message().c_str()); return kExitBadInput; }
   const model::ModelConfig& cfg = lm->model->config();
   if (n_ctx > cfg.n_ctx_train) {

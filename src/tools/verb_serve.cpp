@@ -102,7 +102,9 @@ int verb_serve(int argc, char** argv) {
             "and a chat page at /. Every slot decodes speculatively with its own drafter (default: the\n"
             "model's shipped DSpark drafter, else n-gram); answers equal serial decoding at temperature 0.\n"
             "See docs/SERVE.md.");
+  std::string backend;
   add_model_flags(args, &model_spec, &cache, &chat_template);
+  add_backend_flag(args, &backend);
   add_spec_flags(args, &spec_flags);
   args.add("--host", &host, "address to listen on (default: localhost only)");
   args.add("--port", &port, "TCP port (0: any free port, printed at start)", 0, 65535);
@@ -140,7 +142,7 @@ int verb_serve(int argc, char** argv) {
   auto cors_origins = parse_origins(cors);
   if (!cors_origins) { std::fprintf(stderr, "dspark serve: %s\n", cors_origins.message().c_str()); return kExitBadInput; }
 
-  auto lm = load_model(model_spec, cache, chat_template);
+  auto lm = load_model(model_spec, cache, chat_template, backend);
   if (!lm) { std::fprintf(stderr, "dspark serve: %s\n", lm.message().c_str()); return kExitBadInput; }
   const model::ModelConfig& cfg = lm->model->config();
   if (n_ctx > cfg.n_ctx_train) {

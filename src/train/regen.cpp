@@ -104,7 +104,7 @@ Status regenerate(const model::Model& model, const tokenizer::Tokenizer& tok, co
   so.max_batch = std::min<int64_t>(256, max_prompt);
   model::ForwardOptions prefill_opt{model::LogitsMode::kLast, cfg.tap_ids};
   const model::ForwardOptions step_opt = prefill_opt;
-  model::ForwardScratch scratch(mc, cfg.batch, so.n_ctx, pool);
+  model::ForwardScratch scratch(model.backend(), mc, cfg.batch, so.n_ctx, pool);
 
   std::vector<Slot> slots(std::min<size_t>(cfg.batch, jobs.size()));
   for (Slot& s : slots) s.session = std::make_unique<model::Session>(model, so, pool);

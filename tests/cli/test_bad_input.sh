@@ -32,6 +32,7 @@ expect_bad "non-numeric -n" generate -m x.gguf -p hi -n many
 expect_bad "negative temperature" generate -m x.gguf -p hi --temp -1
 expect_bad "top-p out of range" generate -m x.gguf -p hi --top-p 1.5
 expect_bad "zero threads" bench -m x.gguf --threads 0
+expect_bad "unknown backend" bench -m x.gguf --backend cuda9
 expect_bad "missing flag value" generate -p
 expect_bad "missing model file" generate -m "$tmp/none.gguf" -p hi
 expect_bad "unknown registry name" get no-such-model

@@ -14,7 +14,7 @@ TEST(MultiReal, BatchedSequencesEqualSeparateForwards) {
   const std::vector<std::string> texts = {"The capital of France is", "def add(a, b):\n    return",
                                           "Water boils at 100 degrees"};
   const model::SessionOptions opt{.n_ctx = 256, .max_batch = 64};
-  model::ForwardScratch scratch(model.config(), 64, 256, &test_pool());
+  model::ForwardScratch scratch(model.backend(), model.config(), 64, 256, &test_pool());
   std::vector<std::unique_ptr<model::Session>> alone, batched;
   std::vector<std::vector<int32_t>> ids;
   std::vector<model::SeqInput> seqs;

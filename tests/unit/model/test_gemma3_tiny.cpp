@@ -132,7 +132,7 @@ TEST_F(TinyModel, MultiSequenceForwardEqualsSeparateForwards) {
           ASSERT_TRUE(model_->forward(*s, history[i], {}).is_ok());
         }
     }
-    model::ForwardScratch scratch(model_->config(), 32, 64, &pool_);
+    model::ForwardScratch scratch(model_->backend(), model_->config(), 32, 64, &pool_);
     std::vector<model::SeqInput> seqs;
     for (size_t i = 0; i < fresh.size(); ++i) seqs.push_back({batched[i].get(), fresh[i]});
     ASSERT_TRUE(model_->forward_multi(seqs, fo, scratch).is_ok());
@@ -149,7 +149,7 @@ TEST_F(TinyModel, MultiSequenceForwardEqualsSeparateForwards) {
 
 TEST_F(TinyModel, MultiSequenceForwardRefusesBadPlans) {
   model::Session a(*model_, {.n_ctx = 64, .max_batch = 4}, &pool_);
-  model::ForwardScratch small(model_->config(), 4, 64, &pool_);
+  model::ForwardScratch small(model_->backend(), model_->config(), 4, 64, &pool_);
   const auto t5 = tokens(5, 30), t3 = tokens(3, 31);
   std::vector<model::SeqInput> too_long = {{&a, t5}};
   EXPECT_NE(model_->forward_multi(too_long, {}, small).message().find("max_batch"), std::string::npos);

@@ -116,7 +116,7 @@ TEST_P(TinyLlamaModel, MultiSequenceForwardEqualsSeparateForwards) {
   model::Session b1(*model_, {.n_ctx = 32, .max_batch = 8}, &pool_), b2(*model_, {.n_ctx = 32, .max_batch = 8}, &pool_);
   ASSERT_TRUE(model_->forward(a1, t1, {model::LogitsMode::kAll, {1}}).is_ok());
   ASSERT_TRUE(model_->forward(a2, t2, {model::LogitsMode::kAll, {1}}).is_ok());
-  model::ForwardScratch scratch(model_->config(), 16, 32, &pool_);
+  model::ForwardScratch scratch(model_->backend(), model_->config(), 16, 32, &pool_);
   const model::SeqInput seqs[] = {{&b1, t1}, {&b2, t2}};
   ASSERT_TRUE(model_->forward_multi(seqs, {model::LogitsMode::kAll, {1}}, scratch).is_ok());
   EXPECT_EQ(max_abs_diff(a1.logits(), b1.logits(), t1.size() * tiny_->n_vocab), 0.0f);

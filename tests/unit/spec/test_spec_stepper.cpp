@@ -189,7 +189,7 @@ TEST(KvCacheRing, MinRestorableLength) {
   c.n_head_kv = 1;
   c.head_dim = 16;
   c.sliding_window = 8;
-  model::KvCache kv(c, 256, 4);  // sliding capacity 12
+  model::KvCache kv(kernels::default_backend(), c, 256, 4);  // sliding capacity 12
   kv.advance(12);
   EXPECT_EQ(kv.min_restorable_length(), 0);
   kv.advance(18);  // 30 written

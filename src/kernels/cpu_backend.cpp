@@ -1,0 +1,166 @@
+// The CPU backend (kernels/backend.h): host memory, the row-interleaved weight copies of
+// kernels/packed.h where the ISA has packed kernels, and the kernels of kernels.h / ops.h /
+// attention.h. One instance per ISA; the matmul and attention kernels are the ISA's, the
+// elementwise ops (ops.h) pick their own vector width at run time, so every instance gives the same
+// bits as the kernels called directly (and as each other: the kernels are ISA-invariant).
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "kernels/packed.h"
+
+namespace dspark::kernels {
+
+Buffer::~Buffer() {
+  if (ptr_ && owner_) owner_->release(ptr_, bytes_);
+}
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(Isa isa) : isa_(isa) {}
+
+  std::string name() const override { return std::string("cpu-") + isa_name(isa_); }
+
+  Buffer alloc(size_t bytes) const override {
+    if (bytes == 0) return {};
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, rounded);
+    return Buffer(this, p, bytes);
+  }
+  void release(void* ptr, size_t) const override { std::free(ptr); }
+  void copy(void* dst, const void* src, size_t bytes) const override { std::memcpy(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) const override { std::memcpy(dst, src, bytes); }
+  void from_host(void* dst, const void* src, size_t bytes) const override { std::memcpy(dst, src, bytes); }
+  bool host_memory() const override { return true; }
+
+  bool prepare_weight(QMatrix* m, Buffer* storage) const override {
+    if (!m->data || m->packed || !pack_supported(m->type, isa_)) return false;
+    *storage = alloc(packed_bytes(*m));
+    pack_x8(*m, static_cast<uint8_t*>(storage->data()));
+    m->packed = static_cast<const uint8_t*>(storage->data());
+    return true;
+  }
+
+  // The parts' rows packed one after another into one packed-only matrix (row groups of 8 never
+  // straddle two parts: each part has a multiple of 8 rows).
+  bool fused_weight(std::span<const QMatrix* const> parts, QMatrix* out, Buffer* storage) const override {
+    if (parts.empty()) return false;
+    const QMatrix& first = *parts[0];
+    int64_t rows = 0;
+    size_t bytes = 0;
+    for (const QMatrix* m : parts) {
+      if (!m->data || m->packed || m->type != first.type || m->n_cols != first.n_cols || m->n_rows % 8 != 0 ||
+          !pack_supported(m->type, isa_))
+        return false;
+      rows += m->n_rows;
+      bytes += packed_bytes(*m);
+    }
+    *storage = alloc(bytes);
+    auto* dst = static_cast<uint8_t*>(storage->data());
+    for (const QMatrix* m : parts) {
+      pack_x8(*m, dst);
+      dst += packed_bytes(*m);
+    }
+    *out = QMatrix{first.type, rows, first.n_cols, nullptr, first.row_stride};
+    out->packed = static_cast<const uint8_t*>(storage->data());
+    return true;
+  }
+
+  bool weight_prepared(const QMatrix& m) const override { return packed_usable(m, isa_); }
+
+  MatmulContext matmul_context(ThreadPool* pool) const override {
+    MatmulContext ctx;
+    ctx.isa = isa_;
+    ctx.pool = pool;
+    return ctx;
+  }
+
+  void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n, float* y, int64_t ldy) const override {
+    kernels::matmul(ctx, w, x, n, y, ldy);
+  }
+  void embed_rows(const QMatrix& table, const int32_t* ids, int64_t n, float s, float* x) const override {
+    for (int64_t t = 0; t < n; ++t) {
+      float* row = x + t * table.n_cols;
+      dequantize_row(table.type, static_cast<const uint8_t*>(table.data) + (size_t)ids[t] * table.row_stride, row,
+                     table.n_cols);
+      if (s != 1.0f) kernels::scale(row, table.n_cols, s);
+    }
+  }
+  void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps) const override {
+    kernels::rms_norm_rows(x, w, out, rows, n, eps);
+  }
+  void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) const override {
+    if (mode == RopeMode::kNeox)
+      rope_neox(x, n_heads, head_dim, pos, base);
+    else
+      rope_norm(x, n_heads, head_dim, pos, base);
+  }
+  void scale(float* x, int64_t n, float s) const override { kernels::scale(x, n, s); }
+  void add_inplace(float* y, const float* x, int64_t n) const override { kernels::add_inplace(y, x, n); }
+  void silu_mul(const float* gate, const float* up, float* out, int64_t n) const override {
+    kernels::silu_mul(gate, up, out, n);
+  }
+  void gelu_mul(const float* gate, const float* up, float* out, int64_t n) const override {
+    gelu().gelu_mul(gate, up, out, n);
+  }
+  void f32_to_f16(const float* x, uint16_t* y, int64_t n) const override { f32_to_f16_row(x, y, n); }
+  void attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos, int64_t n_keys,
+                 float* scores, float* out) const override {
+    attention_f16kv(isa_, q, n_q, head_dim, kv, first_pos, n_keys, scores, out);
+  }
+  int64_t argmax(const float* x, int64_t n) const override { return kernels::argmax(x, n); }
+
+ private:
+  // One 256 KB table for every CPU backend, built on first use.
+  static const GeluTable& gelu() {
+    static const GeluTable table;
+    return table;
+  }
+  Isa isa_;
+};
+
+bool always() { return true; }
+bool has_avx2() { return detect_isa() >= Isa::kAvx2; }
+const Backend* get_cpu() { return &default_backend(); }
+const Backend* get_avx2() { return has_avx2() ? &cpu_backend(Isa::kAvx2) : nullptr; }
+const Backend* get_scalar() { return &cpu_backend(Isa::kScalar); }
+
+constexpr BackendInfo kBackends[] = {
+    {"cpu", "the CPU, with the best kernels it reports (AVX-512 VNNI and AMX, AVX2, else scalar)", &always, &get_cpu},
+    {"cpu-avx2", "the CPU limited to AVX2 kernels (same results, for comparisons)", &has_avx2, &get_avx2},
+    {"cpu-scalar", "the CPU with the scalar reference kernels (same results, slow: the oracle)", &always, &get_scalar},
+};
+
+}  // namespace
+
+const Backend& cpu_backend(Isa isa) {
+  static const CpuBackend scalar(Isa::kScalar), avx2(Isa::kAvx2), avx512(Isa::kAvx512);
+  DSPARK_CHECK(isa <= detect_isa());
+  switch (isa) {
+    case Isa::kAvx512: return avx512;
+    case Isa::kAvx2: return avx2;
+    default: return scalar;
+  }
+}
+
+const Backend& default_backend() { return cpu_backend(detect_isa()); }
+
+std::span<const BackendInfo> backends() { return kBackends; }
+
+Result<const Backend*> find_backend(const std::string& name) {
+  std::string avail;
+  for (const BackendInfo& b : kBackends) {
+    if (!b.available()) continue;
+    if (name.empty() || name == "auto" || name == b.name) return b.get();
+    avail += std::string(avail.empty() ? "" : ", ") + b.name;
+  }
+  return Status::error("--backend: '" + name + "' is not an available backend (available: auto, " + avail + ")");
+}
+
+}  // namespace dspark::kernels

@@ -1,0 +1,204 @@
+// The backend seam (kernels/backend.h), as (backend, op or weight type, tolerance) tables run once per
+// available backend: every op against the scalar references, and the CPU backends against each other
+// (the kernels are ISA-invariant, so those tolerances are 0: the same bits). Buffers and the registry.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/f16.h"
+#include "core/rng.h"
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "kernels/ref/ref.h"
+#include "kernel_test_util.h"
+
+namespace dspark::kernels {
+namespace {
+
+using test::make_matrix;
+using test::make_values;
+using test::Pattern;
+
+// |backend - matmul_ref| <= tol * sum |w x| (as tests of the SIMD kernels: the reference sums in
+// another order; F16 / BF16: the reference rounds activations to f16 / bf16).
+constexpr double kTolMatmulInt = 1e-5;
+constexpr double kTolMatmulF16 = 1e-3;
+constexpr double kTolMatmulBF16 = 5e-3;
+constexpr double kTolMatmulF32 = 1e-5;
+// Between two CPU backends: the same bits (canonical accumulation order, kernels.h).
+constexpr double kTolCpuVsCpu = 0.0;
+// Elementwise ops against their scalar formulas: relative, a few f32 ulp (the SIMD exp / tanh paths).
+constexpr double kTolOpsRel = 1e-5;
+
+double matmul_tol(DType t) {
+  switch (t) {
+    case DType::F16: return kTolMatmulF16;
+    case DType::BF16: return kTolMatmulBF16;
+    case DType::F32: return kTolMatmulF32;
+    default: return kTolMatmulInt;
+  }
+}
+
+std::vector<const Backend*> available() {
+  std::vector<const Backend*> v;
+  for (const BackendInfo& b : backends())
+    if (b.available()) v.push_back(b.get());
+  return v;
+}
+
+class BackendTable : public ::testing::TestWithParam<DType> {};
+
+// Every weight type through every backend's prepared weights (packed copies where it has them),
+// 1..9 tokens (decode, verify windows), against the reference and against the scalar backend.
+TEST_P(BackendTable, MatmulPreparedVsReference) {
+  const DType type = GetParam();
+  Rng rng(11);
+  const int64_t rows = 40, cols = 512;  // 5 row groups of 8; two 256-element super-blocks
+  test::TestMatrix tm = make_matrix(rng, type, rows, cols, Pattern::kRandom);
+  ThreadPool pool(2);
+  const Backend& oracle = cpu_backend(Isa::kScalar);
+  for (int64_t n : {1, 2, 5, 9}) {
+    const std::vector<float> x = make_values(rng, n * cols, Pattern::kRandom);
+    std::vector<float> ref((size_t)(n * rows)), base((size_t)(n * rows));
+    matmul_ref(tm.m, x.data(), n, ref.data(), rows);
+    MatmulContext octx = oracle.matmul_context(&pool);
+    oracle.matmul(octx, tm.m, x.data(), n, base.data(), rows);
+    const std::vector<float> scale = test::abs_scale(tm.m, x, n);
+    for (const Backend* be : available()) {
+      QMatrix m = tm.m;
+      Buffer storage;
+      be->prepare_weight(&m, &storage);
+      DeviceArray<float> xd(be, x.size()), yd(be, ref.size());
+      be->from_host(xd.data(), x.data(), x.size() * sizeof(float));
+      MatmulContext ctx = be->matmul_context(&pool);
+      be->matmul(ctx, m, xd.data(), n, yd.data(), rows);
+      std::vector<float> y(ref.size());
+      be->to_host(y.data(), yd.data(), y.size() * sizeof(float));
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_LE(std::fabs((double)y[i] - ref[i]), matmul_tol(type) * scale[i] + 1e-30)
+            << be->name() << " " << dtype_name(type) << " n " << n << " i " << i;
+        ASSERT_LE(std::fabs((double)y[i] - base[i]), kTolCpuVsCpu) << be->name() << " vs " << oracle.name();
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, BackendTable, ::testing::ValuesIn(test::all_weight_types()),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+TEST(Backend, ElementwiseOpsVsFormulas) {
+  Rng rng(3);
+  const int64_t rows = 3, n = 64;
+  const std::vector<float> x = make_values(rng, rows * n, Pattern::kRandom), w = make_values(rng, n, Pattern::kRandom);
+  const std::vector<float> g = make_values(rng, n, Pattern::kRandom), u = make_values(rng, n, Pattern::kRandom);
+  for (const Backend* be : available()) {
+    std::vector<float> out((size_t)(rows * n));
+    be->rms_norm_rows(x.data(), w.data(), out.data(), rows, n, 1e-6f);
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += (double)x[(size_t)(r * n + i)] * x[(size_t)(r * n + i)];
+      const double inv = 1.0 / std::sqrt(ss / n + 1e-6);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = x[(size_t)(r * n + i)] * inv * w[(size_t)i];
+        EXPECT_NEAR(out[(size_t)(r * n + i)], want, kTolOpsRel * (std::fabs(want) + 1e-3)) << be->name();
+      }
+    }
+    std::vector<float> s((size_t)n), ref((size_t)n);
+    be->silu_mul(g.data(), u.data(), s.data(), n);
+    silu_mul_ref(g.data(), u.data(), ref.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(s[(size_t)i], ref[(size_t)i], kTolOpsRel * (std::fabs(ref[(size_t)i]) + 1e-3));
+    std::vector<float> y = g;
+    be->scale(y.data(), n, 0.5f);
+    be->add_inplace(y.data(), u.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[(size_t)i], g[(size_t)i] * 0.5f + u[(size_t)i]);
+    std::vector<uint16_t> h((size_t)n);
+    be->f32_to_f16(g.data(), h.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(h[(size_t)i], fp32_to_fp16(g[(size_t)i]));
+    std::vector<float> a = g;
+    a[17] = 100.0f;
+    a[40] = 100.0f;
+    EXPECT_EQ(be->argmax(a.data(), n), 17) << be->name();
+  }
+}
+
+// RoPE, the table GELU, embedding rows and attention: every backend gives the scalar backend's bits.
+TEST(Backend, GraphOpsSameBitsOnEveryBackend) {
+  Rng rng(5);
+  const int64_t hd = 64, heads = 4, keys = 37;
+  const std::vector<float> q = make_values(rng, heads * hd, Pattern::kRandom);
+  const std::vector<float> g = make_values(rng, 256, Pattern::kRandom), u = make_values(rng, 256, Pattern::kRandom);
+  test::TestMatrix table = make_matrix(rng, DType::Q8_0, 50, hd, Pattern::kRandom);
+  std::vector<uint16_t> k((size_t)(keys * hd)), v((size_t)(keys * hd));
+  for (auto& e : k) e = fp32_to_fp16(test::gauss(rng));
+  for (auto& e : v) e = fp32_to_fp16(test::gauss(rng));
+  const KvView view{k.data(), v.data(), keys, hd};
+  auto run = [&](const Backend& be) {
+    std::vector<float> out;
+    for (RopeMode mode : {RopeMode::kNeox, RopeMode::kNormal}) {
+      std::vector<float> r = q;
+      be.rope(mode, r.data(), heads, hd, 1234, 10000.0f);
+      out.insert(out.end(), r.begin(), r.end());
+    }
+    std::vector<float> gm((size_t)256);
+    be.gelu_mul(g.data(), u.data(), gm.data(), 256);
+    out.insert(out.end(), gm.begin(), gm.end());
+    const int32_t ids[3] = {7, 0, 49};
+    std::vector<float> e((size_t)(3 * hd));
+    be.embed_rows(table.m, ids, 3, 25.3f, e.data());
+    out.insert(out.end(), e.begin(), e.end());
+    std::vector<float> scores((size_t)(heads * keys)), att((size_t)(heads * hd));
+    be.attention(q.data(), (int)heads, hd, view, 0, keys, scores.data(), att.data());
+    out.insert(out.end(), att.begin(), att.end());
+    return out;
+  };
+  const std::vector<float> base = run(cpu_backend(Isa::kScalar));
+  std::vector<float> ref_att((size_t)(heads * hd)), ref_scores((size_t)(heads * keys));
+  attention_f16kv_ref(q.data(), (int)heads, hd, view, 0, keys, ref_scores.data(), ref_att.data());
+  for (int64_t i = 0; i < heads * hd; ++i)
+    ASSERT_EQ(base[base.size() - (size_t)(heads * hd) + (size_t)i], ref_att[(size_t)i]) << "scalar backend vs ref";
+  for (const Backend* be : available()) {
+    const std::vector<float> got = run(*be);
+    ASSERT_EQ(got.size(), base.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_LE(std::fabs((double)got[i] - base[i]), kTolCpuVsCpu) << be->name() << " element " << i;
+  }
+}
+
+TEST(Backend, BuffersAndArrays) {
+  for (const Backend* be : available()) {
+    Buffer b = be->alloc(100);
+    ASSERT_NE(b.data(), nullptr);
+    EXPECT_EQ(b.bytes(), 100u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+    EXPECT_TRUE(be->alloc(0).data() == nullptr);
+    DeviceArray<float> a(be, 4);
+    const float src[4] = {1, 2, 3, 4};
+    be->from_host(a.data(), src, sizeof(src));
+    a.resize(6);  // keeps the first 4, zero-fills the rest
+    float back[6];
+    be->to_host(back, a.data(), sizeof(back));
+    EXPECT_EQ(back[3], 4.0f);
+    EXPECT_EQ(back[5], 0.0f);
+    a.resize(2);
+    EXPECT_EQ(a.size(), 2u);
+  }
+}
+
+TEST(Backend, RegistryFindsByNameAndRefusesUnknown) {
+  auto a = find_backend("auto");
+  ASSERT_TRUE(a.is_ok());
+  EXPECT_EQ(*a, &default_backend());
+  auto s = find_backend("cpu-scalar");
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ((*s)->name(), "cpu-scalar");
+  auto bad = find_backend("cuda9");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("'cuda9'"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("cpu-scalar"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dspark::kernels
