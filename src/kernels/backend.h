@@ -11,7 +11,9 @@
 // kernels.h / ops.h / attention.h picked for one ISA, so its results are those kernels' bits.
 // A new backend (CUDA, say) is new files plus one row in backends(): no model file changes.
 // Not yet behind the seam: the DSpark drafter network (src/dspark, its affine / turbo / int8
-// matmuls) and the sampler, which run on the CPU over host logits.
+// matmuls) and the sampler, which run on the CPU over host logits; the f32 norm vectors, read in
+// place from the GGUF mapping; the serve prompt cache, which copies KV rows with memcpy (the CPU
+// backend's memory is host memory, Backend::host_memory()).
 // Thread safety: a Backend is immutable and shared; MatmulContext is per calling thread.
 #pragma once
 
