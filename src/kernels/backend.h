@@ -118,6 +118,8 @@ class Backend {
 
   // y[t, r] = dot(W[r, :], x[t, :]); x [n, n_cols] f32, y [n, ldy] f32. Batch-invariant (kernels.h).
   virtual void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n, float* y, int64_t ldy) const = 0;
+  // Which kernel matmul runs for w (reports: --verbose); simd false = a reference path.
+  virtual MatmulPath matmul_path(const QMatrix& w) const = 0;
   // x [n, n_cols] <- rows ids[0..n) of table (any weight type), times scale when != 1.
   virtual void embed_rows(const QMatrix& table, const int32_t* ids, int64_t n, float scale, float* x) const = 0;
   // out [rows, n] <- rms_norm of x [rows, n] with weight w [n] (out may alias x).

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/ops.h"
 #include "kernels/packed.h"
 
@@ -84,6 +85,7 @@ class CpuBackend final : public Backend {
   void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n, float* y, int64_t ldy) const override {
     kernels::matmul(ctx, w, x, n, y, ldy);
   }
+  MatmulPath matmul_path(const QMatrix& w) const override { return kernels::matmul_path(w, isa_); }
   void embed_rows(const QMatrix& table, const int32_t* ids, int64_t n, float s, float* x) const override {
     for (int64_t t = 0; t < n; ++t) {
       float* row = x + t * table.n_cols;
@@ -107,7 +109,9 @@ class CpuBackend final : public Backend {
     kernels::silu_mul(gate, up, out, n);
   }
   void gelu_mul(const float* gate, const float* up, float* out, int64_t n) const override {
-    gelu().gelu_mul(gate, up, out, n);
+    if (isa_ == Isa::kAvx512) cpu::gelu_table_mul_avx512(gelu().data(), gate, up, out, n);
+    else if (isa_ == Isa::kAvx2) cpu::gelu_table_mul_avx2(gelu().data(), gate, up, out, n);
+    else gelu().gelu_mul(gate, up, out, n);  // the scalar oracle
   }
   void f32_to_f16(const float* x, uint16_t* y, int64_t n) const override { f32_to_f16_row(x, y, n); }
   void attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos, int64_t n_keys,

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -53,6 +54,15 @@ bool amx_available();
 // pool size, allow_amx, and the ISA (one canonical accumulation order, cpu/cpu.h), so a token
 // verified in a batch gets exactly the logits it gets when decoded alone.
 void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy);
+
+// Which kernel matmul() runs for w with this isa (capped by the CPU's), for reports (--verbose):
+// kernel describes it ("packed x8 tiles, avx512-vnni", "avx2 tiles", "scalar reference: no SIMD
+// kernel for this type"); simd is false for the scalar path. matmul() makes the same choice.
+struct MatmulPath {
+  std::string kernel;
+  bool simd = false;
+};
+MatmulPath matmul_path(const QMatrix& w, Isa isa, bool allow_amx = true);
 
 // Dequantize n elements (a multiple of the block size) of `type` from src to f32.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);

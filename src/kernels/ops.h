@@ -40,6 +40,8 @@ class GeluTable {
   GeluTable();
   // out[i] = gelu(gate[i]) * up[i];  [n] f32
   void gelu_mul(const float* gate, const float* up, float* out, int64_t n) const;
+  // [65536] f32: gelu of the f16 value with those bits, rounded to f16 (the SIMD paths gather from it).
+  const float* data() const { return table_; }
 
  private:
   float table_[65536];

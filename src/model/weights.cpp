@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "kernels/packed.h"
 
 namespace dspark::model {
@@ -79,6 +81,29 @@ void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_s
     for (kernels::QMatrix* m : {&L.wo, &L.w_down}) pack(*m);
   }
   pack(w->output);  // a tied head's pages are the token table's: rows re-read on lookup
+}
+
+std::vector<KernelUse> kernel_use(const ModelWeights& w, const kernels::Backend& be) {
+  std::vector<KernelUse> rows;
+  auto add = [&](const kernels::QMatrix& m) {
+    if (m.n_rows <= 0) return;
+    const kernels::MatmulPath path = be.matmul_path(m);
+    const std::string type = dtype_name(m.type);
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const KernelUse& r) { return r.type == type && r.kernel == path.kernel; });
+    if (it == rows.end()) it = rows.insert(rows.end(), KernelUse{type, path.kernel, path.simd, 0, 0});
+    ++it->matrices;
+    it->bytes += row_bytes(m.type, m.n_cols) * (size_t)m.n_rows;
+  };
+  for (const LayerWeights& L : w.layers) {
+    if (be.weight_prepared(L.wqkv)) add(L.wqkv);
+    else for (const kernels::QMatrix* m : {&L.wq, &L.wk, &L.wv}) add(*m);
+    if (be.weight_prepared(L.w_gate_up)) add(L.w_gate_up);
+    else for (const kernels::QMatrix* m : {&L.w_gate, &L.w_up}) add(*m);
+    add(L.wo);
+    add(L.w_down);
+  }
+  add(w.output);
+  return rows;
 }
 
 Status bind_embeddings_and_head(TensorBinder& b, const ModelConfig& c, ModelWeights* w) {

@@ -73,6 +73,18 @@ class TensorBinder {
 // again), so the copies do not double the resident size.
 void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_source);
 
+// Which kernel the backend runs for the matrices a forward multiplies by (each layer's matrices or
+// their fusions, and the LM head), one row per (weight type, kernel) in first-seen order: for
+// --verbose, which says so when a type has no SIMD kernel (the scalar reference path, slow).
+struct KernelUse {
+  std::string type;     // "Q4_K", ...
+  std::string kernel;   // kernels::MatmulPath::kernel
+  bool simd = false;
+  int64_t matrices = 0;
+  size_t bytes = 0;     // GGUF bytes of those matrices
+};
+std::vector<KernelUse> kernel_use(const ModelWeights& w, const kernels::Backend& be);
+
 // token_embd, output (bound when present, else tied to token_embd) and output_norm.
 Status bind_embeddings_and_head(TensorBinder& b, const ModelConfig& c, ModelWeights* w);
 

@@ -1,5 +1,6 @@
 #include "runtime/loaded_model.h"
 
+#include <cstdio>
 #include <fstream>
 
 #include "tokenizer/vocab.h"
@@ -11,11 +12,16 @@ Result<LoadedModel> load_model(const std::string& spec, const std::string& cache
                                const std::string& backend) {
   auto be = kernels::find_backend(backend);
   if (!be) return be.status();
+  return load_model(spec, cache_flag, chat_template, **be);
+}
+
+Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template,
+                               const kernels::Backend& backend) {
   auto path = resolve_model_path(spec, resolve_cache_dir(cache_flag));
   if (!path) return path.status();
   LoadedModel lm;
   lm.path = *path;
-  auto model = model::load_model(*path, *be);
+  auto model = model::load_model(*path, &backend);
   if (!model) return model.status();
   lm.model = std::move(model).value();
   auto tok = tokenizer::load_tokenizer(lm.model->file());
@@ -28,6 +34,19 @@ Result<LoadedModel> load_model(const std::string& spec, const std::string& cache
   if (!chat) return chat.status();
   lm.chat = *chat;
   return lm;
+}
+
+std::string kernel_report(const model::Model& m) {
+  std::string out = "dspark: backend " + m.backend().name() + "\n", slow;
+  char mb[32];
+  for (const model::KernelUse& u : model::kernel_use(m.weights(), m.backend())) {
+    std::snprintf(mb, sizeof mb, "%.1f MB", (double)u.bytes / 1e6);
+    out += "dspark: " + u.type + " x " + std::to_string(u.matrices) + " matrices (" + mb + "): " + u.kernel + "\n";
+    if (!u.simd) slow += (slow.empty() ? "" : ", ") + u.type;
+  }
+  if (!slow.empty())
+    out += "dspark: note: no SIMD kernel for " + slow + " on this backend: those weights run the scalar reference path (correct, slow)\n";
+  return out;
 }
 
 size_t peak_rss_bytes() {

@@ -22,6 +22,13 @@ struct LoadedModel {
 // backend: a --backend value ("" / "auto" = kernels::default_backend()).
 Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag,
                                const std::string& chat_template = "", const std::string& backend = "");
+// The same on a given backend (it must outlive the model), e.g. a kernels::ProfilingBackend.
+Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template,
+                               const kernels::Backend& backend);
+
+// --verbose: the target's backend and, per weight type, the kernel its matrices run on, one line
+// each ("dspark: ..."); a type with no SIMD kernel is named as running the scalar reference path.
+std::string kernel_report(const model::Model& m);
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t peak_rss_bytes();

@@ -19,6 +19,10 @@ void add_backend_flag(Args& args, std::string* backend) {
   args.add("--backend", backend, names + ": compute backend of the target (auto = the first: the CPU's best kernels)");
 }
 
+void add_verbose_flag(Args& args, bool* verbose) {
+  args.add_flag("--verbose,-v", verbose, "print the backend and the kernel each weight type runs on (stderr)");
+}
+
 void add_threads_flag(Args& args, int64_t* threads) {
   args.add("--threads,-t", threads, "worker threads", 1, 256);
 }

@@ -15,6 +15,9 @@ namespace dspark::tools {
 void add_model_flags(Args& args, std::string* model, std::string* cache, std::string* chat_template = nullptr);
 // --backend: the compute backend the target runs on (kernels::backends(); default auto = the best).
 void add_backend_flag(Args& args, std::string* backend);
+// --verbose/-v: say on stderr which backend and kernels run the target's weights (a weight type with
+// no SIMD kernel is named: it runs the scalar reference path). Print it with print_verbose_load.
+void add_verbose_flag(Args& args, bool* verbose);
 // --threads/-t in [1, 256] (default as *threads holds; verbs start from ThreadPool::default_threads()).
 void add_threads_flag(Args& args, int64_t* threads);
 // --json: `what` says what the verb prints.

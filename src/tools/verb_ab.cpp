@@ -46,7 +46,7 @@ int verb_ab(int argc, char** argv) {
   int64_t max_tokens = s.max_tokens, repeats = 1, threads = ThreadPool::default_threads(), n_ctx = s.n_ctx;
   int64_t n_boot = s.bootstrap.n_boot;
   double min_accept = s.rule.min_accept_delta_pts, min_speed = s.rule.min_speed_ratio;
-  bool no_chat = false, eos = false;
+  bool no_chat = false, eos = false, verbose = false;
   Args args(
       "dspark ab --a SPEC --b SPEC [--arm NAME=SPEC ...] [--prompts FILE] [--n-prompts N] [-n N]\n"
       "       [--temp T] [--top-k K] [--top-p P] [--min-p M] [--seed S] [--repeats R] [--json] [--markdown FILE] [--plot PNG]",
@@ -66,6 +66,7 @@ int verb_ab(int argc, char** argv) {
   std::string backend;
   add_model_flags(args, &model_spec, &cache, &chat_template);
   add_backend_flag(args, &backend);
+  add_verbose_flag(args, &verbose);
   args.add("--a", &spec_a, "arm A (the baseline): SPEC");
   args.add("--b", &spec_b, "arm B: SPEC");
   args.add_list("--arm", &named_arms, "another arm, NAME=SPEC (repeatable; without --a, the first is the baseline)");
@@ -131,6 +132,7 @@ int verb_ab(int argc, char** argv) {
 
   auto lm = load_model(model_spec, cache, chat_template, backend);
   if (!lm) return bad(lm.message());
+  if (verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   if (n_ctx > lm->model->config().n_ctx_train)
     return bad("--ctx " + std::to_string(n_ctx) + " exceeds the model's training context " +
                std::to_string(lm->model->config().n_ctx_train));

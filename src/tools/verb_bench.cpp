@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "core/threadpool.h"
 #include "kernels/ops.h"
+#include "kernels/profiling_backend.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
 #include "sample/sampler.h"
@@ -53,11 +54,42 @@ std::vector<int32_t> synthetic_tokens(int64_t n, int32_t bos, uint64_t seed, int
 
 }  // namespace
 
+namespace {
+
+// --profile: per op, calls and ms per decoded token and the share of decode wall time; ops called
+// from worker threads (attention) are thread time. "other" = decode time outside the timed ops on
+// the calling thread (the attention phase's wall time, model code, sampling or argmax in the loop).
+nlohmann::json profile_json(const std::vector<kernels::OpTime>& ops, double decode_ms, int64_t tokens) {
+  nlohmann::json rows = nlohmann::json::array();
+  double caller_ms = 0;
+  for (const kernels::OpTime& t : ops) {
+    const bool thread_time = t.op.find("thread time") != std::string::npos;
+    if (!thread_time) caller_ms += t.ms;
+    rows.push_back({{"op", t.op}, {"calls_per_token", (double)t.calls / (double)tokens},
+                    {"ms_per_token", t.ms / (double)tokens}, {"share", t.ms / decode_ms}, {"thread_time", thread_time}});
+  }
+  return {{"decode_ms_per_token", decode_ms / (double)tokens}, {"tokens", tokens}, {"ops", rows},
+          {"other_ms_per_token", (decode_ms - caller_ms) / (double)tokens}, {"other_share", (decode_ms - caller_ms) / decode_ms}};
+}
+
+void print_profile(const nlohmann::json& p) {
+  std::printf("\nwhere a decoded token's time goes (%.3f ms per token over %lld tokens, timers on):\n"
+              "| op | calls / token | ms / token | share |\n|---|---:|---:|---:|\n",
+              p["decode_ms_per_token"].get<double>(), (long long)p["tokens"].get<int64_t>());
+  for (const auto& r : p["ops"])
+    std::printf("| %s | %.1f | %.4f | %.1f %% |\n", r["op"].get<std::string>().c_str(), r["calls_per_token"].get<double>(),
+                r["ms_per_token"].get<double>(), 100.0 * r["share"].get<double>());
+  std::printf("| other (outside the caller's timed ops: attention's wall time, model code, argmax) | | %.4f | %.1f %% |\n",
+              p["other_ms_per_token"].get<double>(), 100.0 * p["other_share"].get<double>());
+}
+
+}  // namespace
+
 int verb_bench(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, chat_template;
   int64_t n_prompt = 512, n_gen = 128, threads = ThreadPool::default_threads(), repeats = 5;
   int64_t curve_ctx = 512, curve_max = 16;
-  bool json = false, curve = false, spec_mode = false, no_chat = false;
+  bool json = false, curve = false, spec_mode = false, no_chat = false, verbose = false, profile = false;
   BenchSpecOptions sopt;
   SpecFlags spec_flags;  // --spec: the drafter; n-gram unless told otherwise, checkpoints as given
   spec_flags.config.kind = "ngram";
@@ -74,11 +106,15 @@ int verb_bench(int argc, char** argv) {
   std::string backend;
   add_model_flags(args, &model_spec, &cache, &chat_template);
   add_backend_flag(args, &backend);
+  add_verbose_flag(args, &verbose);
   args.add("--n-prompt,-p", &n_prompt, "prefill length in tokens (0 = skip)", 0, 1 << 16);
   args.add("--n-gen,-n", &n_gen, "decode length in tokens (0 = skip)", 0, 1 << 16);
   add_threads_flag(args, &threads);
   args.add("--repeats,-r", &repeats, "repeats per measurement", 1, 1000);
   args.add_flag("--verify-curve", &curve, "also measure the verify-cost curve");
+  args.add_flag("--profile", &profile,
+                "time every backend op during the decode runs (matmuls by weight type and shape, attention, norms, ...)\n"
+                "and print where a decoded token's time goes (the timers slow decode slightly)");
   args.add("--curve-ctx", &curve_ctx, "context length before the curve's forwards", 1, 1 << 16);
   args.add("--curve-max", &curve_max, "largest number of new tokens on the curve", 1, 64);
   add_sampler_flags(args, &sf);
@@ -100,8 +136,12 @@ int verb_bench(int argc, char** argv) {
       return kExitBadInput;
     }
   }
-  auto lm = load_model(model_spec, cache, chat_template, backend);
+  auto be = kernels::find_backend(backend);
+  if (!be) { std::fprintf(stderr, "dspark bench: %s\n", be.message().c_str()); return kExitBadInput; }
+  const kernels::ProfilingBackend prof(**be);  // used only with --profile
+  auto lm = load_model(model_spec, cache, chat_template, profile ? prof : **be);
   if (!lm) { std::fprintf(stderr, "dspark bench: %s\n", lm.message().c_str()); return kExitBadInput; }
+  if (verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   if (spec_mode) {
     sopt.n_gen = n_gen;
     sopt.n_prompts = n_spec_prompts;
@@ -126,12 +166,15 @@ int verb_bench(int argc, char** argv) {
   const bool sampled = scfg.temperature > 0;
   // One decode run after the short prompt: greedy (argmax) or through the sampler. Returns tok/s;
   // sampled runs append each row's sampler time (ms) to row_ms.
+  double decode_ms = 0;  // over every decode run (greedy and sampled), for --profile's shares
+  int64_t decoded = 0;
   std::vector<float> kept_rows;  // logits rows of the first sampled run, every 8th token, for the isolated timing
   auto decode_run = [&](bool use_sampler, double* tok_s) -> Status {
     s.kv().clear();
     const auto prompt = lm->tok->encode("The history of the city begins", true, false);
     DSPARK_RETURN_IF_ERROR(model.forward(s, prompt, last));
     sample::Sampler smp(scfg, s.pool());
+    if (profile) prof.start();
     const auto t0 = Clock::now();
     for (int64_t i = 0; i < n_gen; ++i) {
       int32_t id;
@@ -146,7 +189,11 @@ int verb_bench(int argc, char** argv) {
       }
       DSPARK_RETURN_IF_ERROR(model.forward(s, std::span<const int32_t>(&id, 1), last));
     }
-    *tok_s = n_gen * 1e3 / ms_between(t0, Clock::now());
+    const double ms = ms_between(t0, Clock::now());
+    if (profile) prof.stop();
+    decode_ms += ms;
+    decoded += n_gen;
+    *tok_s = n_gen * 1e3 / ms;
     return Status::ok();
   };
   ProgressBar bar("bench", (uint64_t)repeats);
@@ -229,6 +276,7 @@ int verb_bench(int argc, char** argv) {
     j["sample_row_ms_p90"] = sorted_rows[(size_t)(0.9 * (double)(sorted_rows.size() - 1))];
     j["sample_row_ms_max"] = sorted_rows.back();
   }
+  if (profile && decoded > 0) j["profile"] = profile_json(prof.table(), decode_ms, decoded);
   if (json) {
     std::printf("%s\n", j.dump().c_str());  // one line: easy to parse from scripts
     return 0;
@@ -245,6 +293,7 @@ int verb_bench(int argc, char** argv) {
                 j["sample_row_ms_max"].get<double>(), j["sample_row_isolated_ms_median"].get<double>());
   std::printf("peak RSS %.1f MB, KV cache %.1f MB, threads %lld\n", peak_rss_bytes() / 1e6, s.kv().bytes() / 1e6,
               (long long)threads);
+  if (j.contains("profile")) print_profile(j["profile"]);
   if (curve) {
     std::printf("\nverify curve after %lld tokens of context:\n| new tokens | ms | ratio to 1 |\n|---|---|---|\n",
                 (long long)curve_ctx);

@@ -25,7 +25,7 @@ int verb_generate(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, chat_template, prompt, prompt_file;
   int64_t n_predict = 128, threads = ThreadPool::default_threads(), n_ctx = 4096;
   SamplerFlags sf;
-  bool chat = false, json = false, ignore_eos = false;
+  bool chat = false, json = false, ignore_eos = false, verbose = false;
   std::vector<std::string> stops;
   SpecFlags spec_flags;
   Args args("dspark generate --model M -p TEXT [--chat] [-n N] [--temp T] [--seed S] [--json]\n"
@@ -37,6 +37,7 @@ int verb_generate(int argc, char** argv) {
   std::string backend;
   add_model_flags(args, &model_spec, &cache, &chat_template);
   add_backend_flag(args, &backend);
+  add_verbose_flag(args, &verbose);
   args.add("--prompt,-p", &prompt, "prompt text");
   args.add("--prompt-file,-f", &prompt_file, "read the prompt from a file");
   args.add_flag("--chat", &chat, "wrap the prompt in the model's chat template (one user turn)");
@@ -72,6 +73,7 @@ int verb_generate(int argc, char** argv) {
   }
   auto lm = load_model(model_spec, cache, chat_template, backend);
   if (!lm) { std::fprintf(stderr, "dspark generate: %s\n", lm.message().c_str()); return kExitBadInput; }
+  if (verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   const model::ModelConfig& cfg = lm->model->config();
   if (n_ctx > cfg.n_ctx_train) {
     std::fprintf(stderr, "dspark generate: --ctx %lld exceeds the model's training context %lld\n",

@@ -125,7 +125,7 @@ int verb_serve(int argc, char** argv) {
   args.add("--drain-timeout", &drain_s, "seconds SIGTERM waits for running requests before cancelling them", 0, 3600);
   args.add("--http-threads", &http_threads, "open connections served at once, one thread each (default: 4 x (parallel + max-queue) + 32); more get 503", 0, 4096);
   args.add_flag("--no-batch", &no_batch, "verify each slot's round in its own forward (default: one forward_multi)");
-  args.add_flag("--verbose,-v", &verbose, "log one line per HTTP request");
+  args.add_flag("--verbose,-v", &verbose, "log one line per HTTP request; at start-up, the backend and the kernel each weight type runs on");
   if (Status st = args.parse(argc, argv, 2); !st) {
     std::fprintf(stderr, "dspark serve: %s\n", st.message().c_str());
     return kExitBadInput;
@@ -144,6 +144,7 @@ int verb_serve(int argc, char** argv) {
 
   auto lm = load_model(model_spec, cache, chat_template, backend);
   if (!lm) { std::fprintf(stderr, "dspark serve: %s\n", lm.message().c_str()); return kExitBadInput; }
+  if (verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   const model::ModelConfig& cfg = lm->model->config();
   if (n_ctx > cfg.n_ctx_train) {
     std::fprintf(stderr, "dspark serve: --ctx %lld exceeds the model's training context %lld\n", (long long)n_ctx,

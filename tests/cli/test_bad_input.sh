@@ -138,6 +138,15 @@ PY
   expect_bad "train-drafter: corrupt shard" train-drafter -m "$model" --data "$tmp/badshards" --out "$tmp/t"
   expect_bad "train-drafter: tap beyond the target's layers" train-drafter -m "$model" --data "$tmp/noshards" \
     --out "$tmp/t" --taps 1,17
+  # Weights without a SIMD kernel (every type on the scalar backend) still run; --verbose says so once.
+  "$bin" generate -m "$model" -p hi -n 1 --no-spec --backend cpu-scalar -v >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  notes=$(grep -c "run the scalar reference path" "$tmp/err")
+  if [ "$rc" -eq 0 ] && [ "$notes" -eq 1 ] && [ -s "$tmp/out" ] && grep -q "Q8_0 x .*scalar reference" "$tmp/err"; then
+    pass=$((pass + 1)); echo "ok   reference path runs and says so once: $(grep note "$tmp/err")"
+  else
+    fail=$((fail + 1)); echo "FAIL reference path: exit $rc, $notes notes"; sed 's/^/     | /' "$tmp/err" | head -8
+  fi
   expect_bad "serve: context above the model's" serve -m "$model" --ctx 100000
   expect_bad "serve: drafter dir missing" serve -m "$model" --draft-model "$tmp/no-drafter"
   expect_bad "serve: unknown draft kind" serve -m "$model" --draft-kind eagle --draft-model "$model"

@@ -104,6 +104,11 @@ bool kernels_avx512(DType t, KernelSet* out);
 //                 4k..4k+3 at bytes 4i..4i+3
 //   Q4_1 (160 B): d[8] f16, m[8] f16; for j = 0..3, 32 bytes: byte 4i + e = element 4j + e of row i
 //                 in the low nibble, element 16 + 4j + e in the high nibble
+// GeluTable::gelu_mul with the table gathered 8 / 16 lanes at a time (ops_avx2.cpp, ops_avx512.cpp):
+// the same f16 index (round to nearest even), the same +-10 cut-offs, so the same bits.
+void gelu_table_mul_avx2(const float* table, const float* gate, const float* up, float* out, int64_t n);
+void gelu_table_mul_avx512(const float* table, const float* gate, const float* up, float* out, int64_t n);
+
 bool packed_kernels_avx2(DType t, KernelSet* out);
 bool packed_kernels_avx512(DType t, KernelSet* out);
 

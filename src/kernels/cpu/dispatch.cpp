@@ -108,28 +108,58 @@ void matmul_scalar(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t
   });
 }
 
+// The kernel set matmul() runs for w on isa (already capped by the CPU's): packed tiles where the
+// matrix has a packed copy the ISA runs, else the ISA's kernels for the type; none: the scalar path.
+struct Choice {
+  cpu::KernelSet ks;
+  bool have = false;
+  bool packed = false;
+};
+
+Choice choose_kernels(const QMatrix& w, Isa isa) {
+  Choice c;
+  c.packed = w.packed && pack_supported(w.type, isa);
+  if (c.packed) {
+    c.have = isa == Isa::kAvx512 ? cpu::packed_kernels_avx512(w.type, &c.ks) : cpu::packed_kernels_avx2(w.type, &c.ks);
+    DSPARK_CHECK(c.have);
+  }
+  if (!c.have && isa == Isa::kAvx512) c.have = cpu::kernels_avx512(w.type, &c.ks);
+  if (!c.have && isa >= Isa::kAvx2) c.have = cpu::kernels_avx2(w.type, &c.ks);
+  return c;
+}
+
+bool amx_runs(const QMatrix& w, Isa isa, bool packed, bool allow_amx) {
+  return !packed && isa == Isa::kAvx512 && allow_amx && cpu::amx_supports(w.type) && cpu::amx_usable();
+}
+
 }  // namespace
+
+MatmulPath matmul_path(const QMatrix& w, Isa isa, bool allow_amx) {
+  isa = std::min(isa, detect_isa());
+  const Choice c = choose_kernels(w, isa);
+  if (!c.have)
+    return {isa == Isa::kScalar ? std::string("scalar reference kernels")
+                                : std::string("scalar reference (no ") + isa_name(isa) + " kernel for " + dtype_name(w.type) + ")",
+            false};
+  std::string k = c.packed ? std::string("packed x8 tiles, ") + isa_name(isa) : std::string(isa_name(isa)) + " kernels";
+  if (amx_runs(w, isa, c.packed, allow_amx))
+    k += ", AMX-INT8 from " + std::to_string(cpu::amx_min_tokens(w.type)) + " tokens";
+  return {k, true};
+}
 
 void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy) {
   if (n_tokens <= 0 || w.n_rows <= 0) return;
   DSPARK_CHECK(w.n_cols % dtype_info(w.type).block_elems == 0);
   const Isa isa = std::min(ctx.isa, detect_isa());  // never run code the CPU lacks
-  cpu::KernelSet ks;
-  bool have = false;
-  const bool packed = w.packed && pack_supported(w.type, isa);
-  if (packed) {
-    have = isa == Isa::kAvx512 ? cpu::packed_kernels_avx512(w.type, &ks) : cpu::packed_kernels_avx2(w.type, &ks);
-    DSPARK_CHECK(have);
-  }
-  if (!have && isa == Isa::kAvx512) have = cpu::kernels_avx512(w.type, &ks);
-  if (!have && isa >= Isa::kAvx2) have = cpu::kernels_avx2(w.type, &ks);
-  if (!have) {
+  const Choice choice = choose_kernels(w, isa);
+  const cpu::KernelSet& ks = choice.ks;
+  const bool packed = choice.packed;
+  if (!choice.have) {
     matmul_scalar(ctx, w, x, n_tokens, y, ldy);
     return;
   }
   const cpu::ActLayout L = cpu::act_layout(ks.act, w.n_cols);
-  if (!packed && isa == Isa::kAvx512 && ctx.allow_amx && n_tokens >= cpu::amx_min_tokens(w.type) && cpu::amx_supports(w.type) &&
-      cpu::amx_usable()) {
+  if (n_tokens >= cpu::amx_min_tokens(w.type) && amx_runs(w, isa, packed, ctx.allow_amx)) {
     const int64_t n_pad = (n_tokens + cpu::kAmxTokenPad - 1) / cpu::kAmxTokenPad * cpu::kAmxTokenPad;
     uint8_t* buf = scratch(ctx, L.stride * (size_t)n_pad);
     for_tokens(ctx, n_tokens, [&](int64_t t) {

@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
+#include "kernels/profiling_backend.h"
 #include "kernels/ref/ref.h"
 #include "kernel_test_util.h"
 
@@ -77,6 +78,11 @@ TEST_P(BackendTable, MatmulPreparedVsReference) {
       be->matmul(ctx, m, xd.data(), n, yd.data(), rows);
       std::vector<float> y(ref.size());
       be->to_host(y.data(), yd.data(), y.size() * sizeof(float));
+      // The path the report (--verbose) names: a SIMD kernel on every SIMD backend, packed tiles
+      // exactly where the backend prepared a packed copy, the reference on the scalar backend.
+      const MatmulPath path = be->matmul_path(m);
+      EXPECT_EQ(path.simd, be->name() != "cpu-scalar") << be->name() << " " << dtype_name(type) << ": " << path.kernel;
+      EXPECT_EQ(path.kernel.rfind("packed", 0) == 0, m.packed != nullptr) << be->name() << ": " << path.kernel;
       for (size_t i = 0; i < y.size(); ++i) {
         ASSERT_LE(std::fabs((double)y[i] - ref[i]), matmul_tol(type) * scale[i] + 1e-30)
             << be->name() << " " << dtype_name(type) << " n " << n << " i " << i;
@@ -129,7 +135,14 @@ TEST(Backend, GraphOpsSameBitsOnEveryBackend) {
   Rng rng(5);
   const int64_t hd = 64, heads = 4, keys = 37;
   const std::vector<float> q = make_values(rng, heads * hd, Pattern::kRandom);
-  const std::vector<float> g = make_values(rng, 256, Pattern::kRandom), u = make_values(rng, 256, Pattern::kRandom);
+  // GELU inputs: random values, then a sweep over [-12, 12] (both cut-offs, f16 rounding ties near
+  // them); 509 = not a multiple of the SIMD widths, so the tails run too.
+  constexpr int64_t kGelu = 509;
+  std::vector<float> g = make_values(rng, 256, Pattern::kRandom);
+  for (int64_t i = 256; i < kGelu; ++i) g.push_back(-12.0f + 24.0f * (float)(i - 256) / 252.0f);
+  const float edges[] = {-10.0f, 10.0f, std::nextafter(-10.0f, 0.0f), std::nextafter(10.0f, 0.0f), 9.9990234f, -0.0f};
+  for (size_t i = 0; i < std::size(edges); ++i) g[256 + i] = edges[i];
+  const std::vector<float> u = make_values(rng, kGelu, Pattern::kRandom);
   test::TestMatrix table = make_matrix(rng, DType::Q8_0, 50, hd, Pattern::kRandom);
   std::vector<uint16_t> k((size_t)(keys * hd)), v((size_t)(keys * hd));
   for (auto& e : k) e = fp32_to_fp16(test::gauss(rng));
@@ -142,8 +155,8 @@ TEST(Backend, GraphOpsSameBitsOnEveryBackend) {
       be.rope(mode, r.data(), heads, hd, 1234, 10000.0f);
       out.insert(out.end(), r.begin(), r.end());
     }
-    std::vector<float> gm((size_t)256);
-    be.gelu_mul(g.data(), u.data(), gm.data(), 256);
+    std::vector<float> gm((size_t)kGelu);
+    be.gelu_mul(g.data(), u.data(), gm.data(), kGelu);
     out.insert(out.end(), gm.begin(), gm.end());
     const int32_t ids[3] = {7, 0, 49};
     std::vector<float> e((size_t)(3 * hd));
@@ -185,6 +198,42 @@ TEST(Backend, BuffersAndArrays) {
     a.resize(2);
     EXPECT_EQ(a.size(), 2u);
   }
+}
+
+// The profiling decorator (bench --profile) changes no result and counts only while started.
+TEST(Backend, ProfilingBackendSameBitsAndCountsWhileStarted) {
+  Rng rng(5);
+  const Backend& inner = default_backend();
+  const ProfilingBackend prof(inner);
+  test::TestMatrix tm = make_matrix(rng, DType::Q8_0, 40, 256, Pattern::kRandom);
+  const std::vector<float> x = make_values(rng, 3 * 256, Pattern::kRandom);
+  std::vector<float> a(3 * 40), b(3 * 40), na(256), nb(256);
+  ThreadPool pool(2);
+  MatmulContext ca = inner.matmul_context(&pool), cb = prof.matmul_context(&pool);
+  inner.matmul(ca, tm.m, x.data(), 3, a.data(), 40);
+  prof.matmul(cb, tm.m, x.data(), 3, b.data(), 40);  // not started: untimed
+  EXPECT_TRUE(prof.table().empty());
+  prof.start();
+  prof.matmul(cb, tm.m, x.data(), 3, b.data(), 40);
+  prof.matmul(cb, tm.m, x.data(), 3, b.data(), 40);
+  const float w[256] = {};
+  inner.rms_norm_rows(x.data(), w, na.data(), 1, 256, 1e-6f);
+  prof.rms_norm_rows(x.data(), w, nb.data(), 1, 256, 1e-6f);
+  EXPECT_EQ(prof.argmax(x.data(), 256), inner.argmax(x.data(), 256));
+  prof.stop();
+  prof.matmul(cb, tm.m, x.data(), 3, b.data(), 40);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(na.data(), nb.data(), na.size() * sizeof(float)), 0);
+  const std::vector<OpTime> t = prof.table();
+  ASSERT_EQ(t.size(), 3u);
+  for (const OpTime& o : t) {
+    EXPECT_GE(o.ms, 0.0);
+    if (o.op == "matmul Q8_0 [40 x 256]") EXPECT_EQ(o.calls, 2);
+    else EXPECT_EQ(o.calls, 1) << o.op;
+  }
+  EXPECT_EQ(prof.name(), inner.name());
+  prof.reset();
+  EXPECT_TRUE(prof.table().empty());
 }
 
 TEST(Backend, RegistryFindsByNameAndRefusesUnknown) {

@@ -1,0 +1,90 @@
+#include "kernels/profiling_backend.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace dspark::kernels {
+
+template <class Fn>
+void ProfilingBackend::timed(const std::string& op, const Fn& fn) const {
+  if (!on_.load(std::memory_order_relaxed)) {
+    fn();
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard<std::mutex> lock(mu_);
+  OpTime& t = ops_[op];
+  if (t.op.empty()) t.op = op;
+  ++t.calls;
+  t.ms += ms;
+}
+
+void ProfilingBackend::reset() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ops_.clear();
+}
+
+std::vector<OpTime> ProfilingBackend::table() const {
+  std::vector<OpTime> v;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, t] : ops_) v.push_back(t);
+  }
+  std::sort(v.begin(), v.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+  return v;
+}
+
+void ProfilingBackend::copy(void* dst, const void* src, size_t bytes) const {
+  timed("copy", [&] { in_.copy(dst, src, bytes); });
+}
+void ProfilingBackend::to_host(void* dst, const void* src, size_t bytes) const {
+  timed("to_host", [&] { in_.to_host(dst, src, bytes); });
+}
+void ProfilingBackend::from_host(void* dst, const void* src, size_t bytes) const {
+  timed("from_host", [&] { in_.from_host(dst, src, bytes); });
+}
+void ProfilingBackend::matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n, float* y,
+                              int64_t ldy) const {
+  if (!on_.load(std::memory_order_relaxed)) return in_.matmul(ctx, w, x, n, y, ldy);
+  const std::string op = std::string("matmul ") + dtype_name(w.type) + " [" + std::to_string(w.n_rows) + " x " +
+                         std::to_string(w.n_cols) + "]";
+  timed(op, [&] { in_.matmul(ctx, w, x, n, y, ldy); });
+}
+void ProfilingBackend::embed_rows(const QMatrix& table, const int32_t* ids, int64_t n, float s, float* x) const {
+  timed("embed_rows", [&] { in_.embed_rows(table, ids, n, s, x); });
+}
+void ProfilingBackend::rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t n,
+                                     float eps) const {
+  timed("rms_norm", [&] { in_.rms_norm_rows(x, w, out, rows, n, eps); });
+}
+void ProfilingBackend::rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) const {
+  timed("rope", [&] { in_.rope(mode, x, n_heads, head_dim, pos, base); });
+}
+void ProfilingBackend::scale(float* x, int64_t n, float s) const {
+  timed("scale", [&] { in_.scale(x, n, s); });
+}
+void ProfilingBackend::add_inplace(float* y, const float* x, int64_t n) const {
+  timed("add", [&] { in_.add_inplace(y, x, n); });
+}
+void ProfilingBackend::silu_mul(const float* gate, const float* up, float* out, int64_t n) const {
+  timed("silu_mul", [&] { in_.silu_mul(gate, up, out, n); });
+}
+void ProfilingBackend::gelu_mul(const float* gate, const float* up, float* out, int64_t n) const {
+  timed("gelu_mul", [&] { in_.gelu_mul(gate, up, out, n); });
+}
+void ProfilingBackend::f32_to_f16(const float* x, uint16_t* y, int64_t n) const {
+  timed("f32_to_f16 (KV store)", [&] { in_.f32_to_f16(x, y, n); });
+}
+void ProfilingBackend::attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
+                                 int64_t n_keys, float* scores, float* out) const {
+  timed("attention (thread time)", [&] { in_.attention(q, n_q, head_dim, kv, first_pos, n_keys, scores, out); });
+}
+int64_t ProfilingBackend::argmax(const float* x, int64_t n) const {
+  int64_t r = 0;
+  timed("argmax", [&] { r = in_.argmax(x, n); });
+  return r;
+}
+
+}  // namespace dspark::kernels
