@@ -1,5 +1,5 @@
-// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 / Q4_K / Q6_K matrix, or of a Q4_0 / Q5_0 one as Q8_0
-// records (layout: kernels/packed.h, cpu/cpu.h).
+// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 / Q5_0 / Q4_K / Q6_K matrix, or of a Q4_0 one as
+// Q8_0 records (layout: kernels/packed.h, cpu/cpu.h).
 #include "kernels/packed.h"
 
 #include <algorithm>
@@ -19,9 +19,7 @@ bool pack_supported(DType type, Isa isa) {
                     type == DType::Q4_K || type == DType::Q6_K);
 }
 
-DType packed_record_type(DType type) {
-  return type == DType::Q4_0 || type == DType::Q5_0 ? DType::Q8_0 : type;
-}
+DType packed_record_type(DType type) { return type == DType::Q4_0 ? DType::Q8_0 : type; }
 
 bool packed_usable(const QMatrix& w, Isa isa) {
   return w.packed != nullptr && pack_supported(w.type, std::min(isa, detect_isa()));
@@ -40,30 +38,38 @@ size_t packed_bytes(const QMatrix& w) {
 
 namespace {
 
-// A Q4_0 / Q5_0 block as the Q8_0 block with the same scale and the integer weights q - 8 / q - 16
-// (exact: the canonical step of all three is fma(f32(isum), d_w * d_a, acc), cpu/cpu.h).
-BlockQ8_0 widen_to_q8_0(DType type, const uint8_t* blk) {
+// A Q4_0 block as the Q8_0 block with the same scale and the integer weights q - 8 (exact: the
+// canonical step of both is fma(f32(isum), d_w * d_a, acc), cpu/cpu.h).
+BlockQ8_0 widen_to_q8_0(const uint8_t* blk) {
   BlockQ8_0 o;
-  if (type == DType::Q4_0) {
-    BlockQ4_0 b;
-    std::memcpy(&b, blk, sizeof b);
-    o.d = b.d;
-    for (int e = 0; e < 16; ++e) {
-      o.qs[e] = (int8_t)((b.qs[e] & 0x0F) - 8);
-      o.qs[e + 16] = (int8_t)((b.qs[e] >> 4) - 8);
-    }
-  } else {
-    BlockQ5_0 b;
-    std::memcpy(&b, blk, sizeof b);
-    o.d = b.d;
-    uint32_t qh;
-    std::memcpy(&qh, b.qh, 4);
-    for (int e = 0; e < 16; ++e) {
-      o.qs[e] = (int8_t)(((b.qs[e] & 0x0F) | (((qh >> e) & 1u) << 4)) - 16);
-      o.qs[e + 16] = (int8_t)(((b.qs[e] >> 4) | (((qh >> (e + 16)) & 1u) << 4)) - 16);
-    }
+  BlockQ4_0 b;
+  std::memcpy(&b, blk, sizeof b);
+  o.d = b.d;
+  for (int e = 0; e < 16; ++e) {
+    o.qs[e] = (int8_t)((b.qs[e] & 0x0F) - 8);
+    o.qs[e + 16] = (int8_t)((b.qs[e] >> 4) - 8);
   }
   return o;
+}
+
+// Row i (0..7) of a Q5_0 record (176 bytes): d[8] f16; 4 x 32 bytes of nibble pairs as in a Q4_1
+// record (byte 4i + e of vector j: the low 4 bits of q of element 4j + e | those of element
+// 16 + 4j + e << 4); 8 x u32 masks, bit 4i + e of mask k = bit 4 of q of element 4k + e.
+void pack_q5_0_row(const uint8_t* blk, int i, uint8_t* out) {
+  BlockQ5_0 b;
+  std::memcpy(&b, blk, sizeof b);
+  std::memcpy(out + 2 * i, &b.d, 2);
+  for (int j = 0; j < 4; ++j)
+    for (int e = 0; e < 4; ++e) out[16 + 32 * j + 4 * i + e] = b.qs[4 * j + e];  // qs[e]: element e | e + 16 << 4
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int k = 0; k < 8; ++k) {
+    uint32_t m;
+    std::memcpy(&m, out + 144 + 4 * k, 4);
+    if (i == 0) m = 0;
+    for (int e = 0; e < 4; ++e) m |= ((qh >> (4 * k + e)) & 1u) << (4 * i + e);
+    std::memcpy(out + 144 + 4 * k, &m, 4);
+  }
 }
 
 // Q4_K record of 8 rows' super-block b: d[8] f16, dmin[8] f16, sc[8 sub-blocks][8 rows] u8,
@@ -145,10 +151,12 @@ void pack_x8(const QMatrix& w, uint8_t* dst) {
         const uint8_t* blk = base + (size_t)r * w.row_stride + (size_t)b * bb;
         BlockQ8_0 wide;
         if (rec_type != w.type) {
-          wide = widen_to_q8_0(w.type, blk);
+          wide = widen_to_q8_0(blk);
           blk = reinterpret_cast<const uint8_t*>(&wide);
         }
-        if (rec_type == DType::Q8_0) {
+        if (rec_type == DType::Q5_0) {
+          pack_q5_0_row(blk, i, out);
+        } else if (rec_type == DType::Q8_0) {
           // d[8] f16, then for k = 0..7: 32 bytes, row i's elements 4k..4k+3 at bytes 4i..4i+3.
           std::memcpy(out + 2 * i, blk, 2);
           for (int k = 0; k < 8; ++k) std::memcpy(out + 16 + 32 * k + 4 * i, blk + 2 + 4 * k, 4);

@@ -23,13 +23,15 @@
 namespace dspark::kernels {
 
 // True when matmul has a packed kernel for `type` on `isa`: AVX2, or AVX-512 VNNI on a CPU without
-// AMX (with AMX the unpacked VNNI and AMX kernels are used as they are); Q8_0, Q4_1, Q4_K and Q6_K,
-// and Q4_0 / Q5_0 packed as Q8_0 records.
+// AMX (with AMX the unpacked VNNI and AMX kernels are used as they are); Q8_0, Q4_1, Q5_0, Q4_K and
+// Q6_K, and Q4_0 packed as Q8_0 records.
 bool pack_supported(DType type, Isa isa);
 
-// The record type of a packed `type`: Q4_0 and Q5_0 are widened to Q8_0 (int8 weights q - 8 /
-// q - 16, the same scale: exactly the canonical dot products, cpu/cpu.h), at 34 instead of 18 / 22
-// bytes per block, because the 4-bit and fifth-bit unpacking cost more than the bytes on AVX2.
+// The record type of a packed `type`: Q4_0 is widened to Q8_0 (int8 weights q - 8, the same scale:
+// exactly the canonical dot products, cpu/cpu.h), at 34 instead of 18 bytes per block, because the
+// 4-bit unpacking cost more than the bytes on AVX2. Q5_0 keeps its 22 bytes per block in its own
+// record (nibbles as Q4_1's, the fifth bits as one 32-bit mask per 4-element step, packed.cpp):
+// widened to Q8_0 it made Gemma 3's Q5_0 layers 67 MB to read per token instead of 44.
 DType packed_record_type(DType type);
 
 // Q4_K is packed in its own record (kernels/packed.cpp, cpu/packed_avx2.cpp): 8 rows' d, dmin, unpacked 6-bit scales and mins, and

@@ -37,13 +37,25 @@ struct S8Acc {
 constexpr bool kBiasedQ8Act = false;
 struct S8Rec {
   __m256i w, absw;
-  void load(const uint8_t* p) {
-    w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  void set(__m256i v) {
+    w = v;
     absw = _mm256_sign_epi8(w, w);
   }
+  void load(const uint8_t* p) { set(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   void add(S8Acc& s, int k, __m256i a4) const { s.add(k, absw, _mm256_sign_epi8(a4, w)); }
   __m256i finish(const S8Acc& s) const { return s.finish(); }
 };
+
+// q - 16 = q4 - 16 + 16 * bit: byte b / 8 of m spread over its 8-byte run, one bit per byte
+// selected and compared (0xFF where set), then 16 where set.
+inline __m256i q5_signed(__m256i q4, uint32_t m) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull), sixteen = _mm256_set1_epi8(16);
+  const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)m), spread), bit);
+  const __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), sixteen);
+  return _mm256_sub_epi8(_mm256_or_si256(q4, hi), sixteen);
+}
 
 }  // namespace dspark::kernels::cpu::avx2p
 

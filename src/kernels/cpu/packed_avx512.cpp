@@ -47,13 +47,19 @@ struct S8Acc {
 constexpr bool kBiasedQ8Act = true;
 struct S8Rec {
   __m256i w, corr = _mm256_setzero_si256();
-  void load(const uint8_t* p) {
-    w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  void set(__m256i v) {
+    w = v;
     corr = _mm256_dpbusd_epi32(corr, _mm256_set1_epi8((char)0x80), w);
   }
+  void load(const uint8_t* p) { set(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   void add(S8Acc& s, int k, __m256i u4) const { s.add(k, u4, w); }
   __m256i finish(const S8Acc& s) const { return _mm256_sub_epi32(s.finish(), corr); }
 };
+
+// q - 16 = q4 where the fifth bit is set, else q4 - 16: one masked subtraction.
+inline __m256i q5_signed(__m256i q4, uint32_t m) {
+  return _mm256_mask_sub_epi8(q4, (__mmask32)~m, q4, _mm256_set1_epi8(16));
+}
 
 }  // namespace dspark::kernels::cpu::avx512p
 

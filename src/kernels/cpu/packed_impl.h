@@ -13,9 +13,11 @@
 //          most 4 adds between finishes for u <= 15, one for u <= 63); finish() -> int32 [8]
 //   S8Acc: int32 [8] sums of 4-byte-group products, add(k, x, y) (k = the step, 0..7, which an
 //          ISA may use to spread the sum over independent chains), finish() -> int32 [8]
-//   S8Rec: one record's signed int8 weights: load(p) the 32 bytes of step k, add(S8Acc&, k, a4)
+//   S8Rec: one record's signed int8 weights: load(p) (or set(v)) the 32 bytes of step k, add(S8Acc&, k, a4)
 //          the products with a token's 4 activation bytes (as the ISA's activations store them:
 //          kBiasedQ8Act), finish(const S8Acc&) -> the exact int32 [8] block sums
+//   q5_signed(q4, m): 32 signed Q5_0 weights q - 16 from the low 4 bits q4 (bytes 0..15) and the
+//          fifth bits m (bit b for byte b)
 //   pin() on U4Acc and S8Acc: keep_in_register (keep_in_register.h) on the members;
 // constexpr int kMaxTileTokens (4 or 8): the most tokens of one register tile; constexpr bool
 // kBiasedQ8Act: Q8_0-record matrices take activations stored as q + 128 (the AVX-512 kernels'
@@ -30,6 +32,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/status.h"
 #include "kernels/cpu/cpu.h"
@@ -97,6 +100,50 @@ struct PackQ8_0 {
   static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
     const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(load_f16x8(rec), _mm256_set1_ps(da)), A);
+  }
+};
+
+// Q5_0 record (kernels/packed.cpp): d[8] f16, 4 x 32 bytes of nibble pairs as in a Q4_1 record
+// (the low 4 bits of q), 8 x u32 masks (bit 4i + e of mask k: bit 4 of q of row i's element
+// 4k + e). The signed weights q - 16 are formed in registers, then the Q8_0 record's arithmetic.
+struct PackQ5_0 {
+  static constexpr int kElems = 32;
+  static constexpr size_t kRec = 176;
+  template <int NT>
+  static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    S8Rec w;
+    S8Acc s[NT];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m256i raw = load256(rec + 16 + 32 * (k & 3));
+      const __m256i q4 = k < 4 ? _mm256_and_si256(raw, lo4) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+      uint32_t m;
+      std::memcpy(&m, rec + 144 + 4 * k, 4);
+      w.set(q5_signed(q4, m));
+      for (int t = 0; t < NT; ++t) {
+        w.add(s[t], k, bcast4(a[t] + 4 * k));
+        s[t].pin();
+      }
+    }
+    for (int t = 0; t < NT; ++t) is[t] = w.finish(s[t]);
+  }
+  static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
+    return PackQ8_0::step(A, rec, is, act, L, b);
+  }
+  // Many tokens (prefill): gemm_packed widens each row block once to Q8_0 records (same d, int8
+  // weights q - 16: the same integer sums) so the token chunks do not unpack it again and again.
+  using Wide = PackQ8_0;
+  static void widen(const uint8_t* rec, uint8_t* out) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    std::memcpy(out, rec, 16);
+    for (int k = 0; k < 8; ++k) {
+      const __m256i raw = load256(rec + 16 + 32 * (k & 3));
+      const __m256i q4 = k < 4 ? _mm256_and_si256(raw, lo4) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+      uint32_t m;
+      std::memcpy(&m, rec + 144 + 4 * k, 4);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 + 32 * k), q5_signed(q4, m));
+    }
   }
 };
 
@@ -286,6 +333,29 @@ void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, 
   DSPARK_CHECK(r0 % 8 == 0);
   constexpr size_t kRowBlockBytes = 256 * 1024;
   constexpr int64_t kChunk = kMaxTileTokens;
+  constexpr int64_t kWidenMinTokens = 17;  // above the verify windows: prefill
+  if constexpr (requires { typename P::Wide; }) {
+    if (n_tok >= kWidenMinTokens) {
+      // Each L2-sized row block widened once into this thread's scratch, then every token chunk
+      // runs the wide records' tiles over it (rows relative to the block).
+      using Wd = typename P::Wide;
+      thread_local std::vector<uint8_t> wide;
+      const int64_t nb = wm.n_cols / P::kElems;
+      const int64_t rb_rows = 8 * std::max<int64_t>(1, (int64_t)(kRowBlockBytes / ((size_t)nb * Wd::kRec)));
+      for (int64_t rb = r0; rb < r1; rb += rb_rows) {
+        const int64_t re = std::min(r1, rb + rb_rows), ng = (re - rb + 7) / 8;
+        wide.resize((size_t)(ng * nb) * Wd::kRec);
+        for (int64_t g = 0; g < ng; ++g)
+          for (int64_t b = 0; b < nb; ++b)
+            P::widen(wm.packed + (size_t)((rb / 8 + g) * nb + b) * P::kRec, wide.data() + (size_t)(g * nb + b) * Wd::kRec);
+        QMatrix wq = wm;
+        wq.packed = wide.data();
+        for (int64_t t0 = 0; t0 < n_tok; t0 += kChunk)
+          token_chunk<Wd>(wq, 0, re - rb, act + (size_t)t0 * L.stride, L, t0, std::min(kChunk, n_tok - t0), y + rb, ldy);
+      }
+      return;
+    }
+  }
   const size_t group_bytes = (size_t)(wm.n_cols / P::kElems) * P::kRec;
   // Decode: one pass over all rows. Verify windows: 4 row groups (a few KB each) per block, so that
   // every token chunk finds them in L1. Prefill: L2-sized blocks.
@@ -301,20 +371,20 @@ void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, 
   }
 }
 
-// The packed kernel set of weight type t (Q4_0 / Q5_0 are packed as Q8_0 records, kernels/packed.h):
+// The packed kernel set of weight type t (Q4_0 is packed as Q8_0 records, kernels/packed.h):
 // the gemm over the packed copy and the quantizer of the activations it takes (kBiasedQ8Act).
 inline bool packed_kernel_set(DType t, KernelSet* out) {
   GemmFn g = nullptr;
   switch (t) {
     case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q5_0: g = &gemm_packed<PackQ8_0>; break;
+    case DType::Q4_0: g = &gemm_packed<PackQ8_0>; break;
+    case DType::Q5_0: g = &gemm_packed<PackQ5_0>; break;
     case DType::Q4_K: g = &gemm_packed<PackQ4_K>; break;
     case DType::Q6_K: g = &gemm_packed<PackQ6_K>; break;
     case DType::Q4_1: g = &gemm_packed<PackQ4_1>; break;
     default: return false;
   }
-  const bool biased = kBiasedQ8Act && packed_record_type(t) == DType::Q8_0;
+  const bool biased = kBiasedQ8Act && (packed_record_type(t) == DType::Q8_0 || t == DType::Q5_0);  // S8Rec records
   if (!(biased ? kernels_avx512(t, out) : kernels_avx2(t, out))) return false;
   out->gemm = g;
   return true;

@@ -44,10 +44,13 @@ TEST(Packed, SupportedTypesAndSize) {
   EXPECT_EQ(pack_supported(DType::Q8_0, Isa::kAvx512), !amx_available());  // AMX CPUs keep the unpacked kernels
   QMatrix w{DType::Q4_1, 13, 64, nullptr, row_bytes(DType::Q4_1, 64)};
   EXPECT_EQ(packed_bytes(w), (size_t)2 * 2 * 8 * 20);  // 2 groups (13 rows -> 16) x 2 blocks x 8 rows
-  // Q4_0 / Q5_0 are widened to Q8_0 records (34 bytes per block).
-  EXPECT_EQ(packed_record_type(DType::Q5_0), DType::Q8_0);
+  // Q4_0 is widened to Q8_0 records (34 bytes per block); Q5_0 keeps its 22 in its own record.
+  EXPECT_EQ(packed_record_type(DType::Q4_0), DType::Q8_0);
+  QMatrix w4{DType::Q4_0, 13, 64, nullptr, row_bytes(DType::Q4_0, 64)};
+  EXPECT_EQ(packed_bytes(w4), (size_t)2 * 2 * 8 * 34);
+  EXPECT_EQ(packed_record_type(DType::Q5_0), DType::Q5_0);
   QMatrix w5{DType::Q5_0, 13, 64, nullptr, row_bytes(DType::Q5_0, 64)};
-  EXPECT_EQ(packed_bytes(w5), (size_t)2 * 2 * 8 * 34);
+  EXPECT_EQ(packed_bytes(w5), (size_t)2 * 2 * 8 * 22);
   EXPECT_TRUE(pack_supported(DType::Q4_K, Isa::kAvx2));
   QMatrix wk{DType::Q4_K, 13, 512, nullptr, row_bytes(DType::Q4_K, 512)};
   EXPECT_EQ(packed_bytes(wk), (size_t)2 * 2 * kPackedQ4KRecordBytes);
