@@ -109,18 +109,21 @@ struct PackQ8_0 {
 struct PackQ5_0 {
   static constexpr int kElems = 32;
   static constexpr size_t kRec = 176;
+  // Step k's 32 signed weights q - 16 (8 rows x elements 4k..4k+3, as a Q8_0 record's step k).
+  static __m256i weights(const uint8_t* rec, int k) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), raw = load256(rec + 16 + 32 * (k & 3));
+    const __m256i q4 = k < 4 ? _mm256_and_si256(raw, lo4) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+    uint32_t m;
+    std::memcpy(&m, rec + 144 + 4 * k, 4);
+    return q5_signed(q4, m);
+  }
   template <int NT>
   static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
-    const __m256i lo4 = _mm256_set1_epi8(0x0F);
     S8Rec w;
     S8Acc s[NT];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      const __m256i raw = load256(rec + 16 + 32 * (k & 3));
-      const __m256i q4 = k < 4 ? _mm256_and_si256(raw, lo4) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
-      uint32_t m;
-      std::memcpy(&m, rec + 144 + 4 * k, 4);
-      w.set(q5_signed(q4, m));
+      w.set(weights(rec, k));
       for (int t = 0; t < NT; ++t) {
         w.add(s[t], k, bcast4(a[t] + 4 * k));
         s[t].pin();
@@ -135,15 +138,8 @@ struct PackQ5_0 {
   // weights q - 16: the same integer sums) so the token chunks do not unpack it again and again.
   using Wide = PackQ8_0;
   static void widen(const uint8_t* rec, uint8_t* out) {
-    const __m256i lo4 = _mm256_set1_epi8(0x0F);
     std::memcpy(out, rec, 16);
-    for (int k = 0; k < 8; ++k) {
-      const __m256i raw = load256(rec + 16 + 32 * (k & 3));
-      const __m256i q4 = k < 4 ? _mm256_and_si256(raw, lo4) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
-      uint32_t m;
-      std::memcpy(&m, rec + 144 + 4 * k, 4);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 + 32 * k), q5_signed(q4, m));
-    }
+    for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 + 32 * k), weights(rec, k));
   }
 };
 
