@@ -44,9 +44,9 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
                                              const model::Model& target, const std::string& cache_dir,
                                              ThreadPool* pool, const std::string& recommendation) {
   DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
-  const DraftQuantChoice as_given{dir, false};
+  const DraftQuantChoice as_given{dir, false, {}};
   if (mode == "none") return as_given;
-  if (mode == "int8") return DraftQuantChoice{dir, true};
+  if (mode == "int8") return DraftQuantChoice{dir, true, {}};
   const std::string rec_path = recommendation.empty() ? find_in_drafters("quant_auto.json") : recommendation;
   if (rec_path.empty()) return as_given;
   std::ifstream in(rec_path);
@@ -60,10 +60,11 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
     auto has = cpu_has(rec["min_isa"].get<std::string>(), rec_path);
     if (!has) return has.status();
     if (!*has) {
-      std::fprintf(stderr, "draft-quant auto: the %s kernels need %s, this CPU lacks it: %s is loaded with 8-bit matmul "
-                           "weights in memory instead (--draft-quant none for the checkpoint as given)\n",
-                   rung.c_str(), rec["min_isa"].get<std::string>().c_str(), dir.c_str());
-      return DraftQuantChoice{dir, true};
+      return DraftQuantChoice{dir, true,
+                              "draft-quant auto: the " + rung + " kernels need " + rec["min_isa"].get<std::string>() +
+                                  ", this CPU lacks it: " + dir +
+                                  " is loaded with 8-bit matmul weights in memory instead (--draft-quant none for the "
+                                  "checkpoint as given)"};
     }
   }
   auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());
@@ -86,7 +87,7 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
   if (fs::exists(out / "config.json", ec)) {
     std::fprintf(stderr, "draft-quant auto: using %s (%s of %s, converted earlier; --draft-quant none for the original)\n",
                  out.c_str(), rung.c_str(), dir.c_str());
-    return DraftQuantChoice{out.string(), false};
+    return DraftQuantChoice{out.string(), false, {}};
   }
   fs::create_directories(out.parent_path(), ec);
   opt.out_dir = out.string();
@@ -105,18 +106,18 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
   }
   std::fprintf(stderr, "draft-quant auto: wrote %s (%.2f MB -> %.2f MB, %.2f bpw); reused next time\n", out.c_str(),
                (double)rep->bytes_before / 1e6, (double)rep->bytes_after / 1e6, rep->bpw_quantized);
-  return DraftQuantChoice{out.string(), false};
+  return DraftQuantChoice{out.string(), false, {}};
 }
 
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
                                                  const std::string& mode, const model::Model& target,
                                                  const std::string& cache_dir, ThreadPool* pool) {
   DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
-  const DraftQuantChoice as_given{path, false};
+  const DraftQuantChoice as_given{path, false, {}};
   if (path.empty() || mode == "none" || (kind != "auto" && kind != "dspark" && !kind.empty())) return as_given;
   auto k = detect_draft_kind(path);
   if (!k || *k != "dspark") return as_given;  // errors are reported by make_drafter
-  if (mode == "int8") return DraftQuantChoice{path, true};
+  if (mode == "int8") return DraftQuantChoice{path, true, {}};
   // Only a drafter that loads against this target is converted (make_drafter reports the rest).
   const model::ModelConfig& tc = target.config();
   net::TargetTables tables;

@@ -28,6 +28,7 @@ namespace dspark::runtime {
 struct DraftQuantChoice {
   std::string dir;
   bool int8 = false;
+  std::string note;  // a remark on the choice (auto keeping int8 copies on a CPU its rung's kernels need more than), for --verbose
   std::string mode() const { return int8 ? "int8" : "none"; }  // the SpecConfig::quant that loads `dir` so
 };
 

@@ -1,5 +1,7 @@
 #include "tools/spec_flags.h"
 
+#include <cstdio>
+
 #include "runtime/draft_quant.h"
 #include "runtime/registry.h"
 
@@ -46,9 +48,10 @@ std::optional<spec::SpecConfig> effective_spec(const SpecFlags& f, const std::st
 
 Result<DrafterBundle> mount_drafter(spec::SpecConfig c, int64_t n_ctx, const LoadedModel& target,
                                     const std::string& cache_dir, ThreadPool* pool, spec::SpecConfig* mounted,
-                                    std::vector<double>* verify_ms) {
+                                    std::vector<double>* verify_ms, bool verbose) {
   auto q = resolve_draft_quant_for(c.kind, c.model, c.quant, *target.model, cache_dir, pool);
   if (!q) return q.status();
+  if (verbose && !q->note.empty()) std::fprintf(stderr, "%s\n", q->note.c_str());
   c.model = q->dir;
   c.quant = q->mode();  // what was chosen, for the slots a server mounts from `mounted`
   DrafterRuntime rt{.n_ctx = n_ctx, .verify_ms = {}};

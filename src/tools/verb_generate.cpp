@@ -113,7 +113,7 @@ int verb_generate(int argc, char** argv) {
   spec::SpecStats stats;
   nlohmann::json drafter_stats;
   if (want) {
-    auto bundle = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &mounted);
+    auto bundle = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &mounted, nullptr, verbose);
     if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
     spec::SpecParams sp{params, bundle->gamma};
     auto r = spec::generate_spec(*lm->model, session, *lm->tok, ids, sp, *bundle->drafter, on_text);

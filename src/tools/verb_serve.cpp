@@ -175,7 +175,7 @@ int verb_serve(int argc, char** argv) {
   if (const std::optional<spec::SpecConfig> want = effective_spec(spec_flags, lm->path, /*fallback_ngram=*/true)) {
     spec::SpecConfig dopt;
     std::vector<double> verify_ms;
-    auto first = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &dopt, &verify_ms);
+    auto first = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &dopt, &verify_ms, verbose);
     if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
     const DrafterRuntime rt{.n_ctx = n_ctx, .verify_ms = verify_ms};
     dinfo = {first->kind, dopt.model, first->gamma, dopt.threshold};
