@@ -6,7 +6,7 @@
 namespace dspark::kernels {
 
 template <class Fn>
-void ProfilingBackend::timed(const std::string& op, const Fn& fn) const {
+void ProfilingBackend::timed(const std::string& op, const Fn& fn, bool thread_time) const {
   if (!on_.load(std::memory_order_relaxed)) {
     fn();
     return;
@@ -17,6 +17,7 @@ void ProfilingBackend::timed(const std::string& op, const Fn& fn) const {
   std::lock_guard<std::mutex> lock(mu_);
   OpTime& t = ops_[op];
   if (t.op.empty()) t.op = op;
+  t.thread_time = thread_time;
   ++t.calls;
   t.ms += ms;
 }
@@ -79,7 +80,8 @@ void ProfilingBackend::f32_to_f16(const float* x, uint16_t* y, int64_t n) const 
 }
 void ProfilingBackend::attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
                                  int64_t n_keys, float* scores, float* out) const {
-  timed("attention (thread time)", [&] { in_.attention(q, n_q, head_dim, kv, first_pos, n_keys, scores, out); });
+  timed("attention (thread time)", [&] { in_.attention(q, n_q, head_dim, kv, first_pos, n_keys, scores, out); },
+        /*thread_time=*/true);
 }
 int64_t ProfilingBackend::argmax(const float* x, int64_t n) const {
   int64_t r = 0;

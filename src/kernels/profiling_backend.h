@@ -21,6 +21,7 @@ struct OpTime {
   std::string op;     // "matmul Q8_0 [262144 x 640]", "attention", "rms_norm", ...
   int64_t calls = 0;
   double ms = 0.0;    // summed over calls (and threads)
+  bool thread_time = false;  // called from worker threads: ms is thread time, not the caller's wall time
 };
 
 class ProfilingBackend final : public Backend {
@@ -62,7 +63,7 @@ class ProfilingBackend final : public Backend {
 
  private:
   template <class Fn>
-  void timed(const std::string& op, const Fn& fn) const;
+  void timed(const std::string& op, const Fn& fn, bool thread_time = false) const;
   const Backend& in_;
   mutable std::atomic<bool> on_{false};
   mutable std::mutex mu_;

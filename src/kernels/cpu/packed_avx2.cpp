@@ -41,7 +41,6 @@ struct S8Rec {
     w = v;
     absw = _mm256_sign_epi8(w, w);
   }
-  void load(const uint8_t* p) { set(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   void add(S8Acc& s, int k, __m256i a4) const { s.add(k, absw, _mm256_sign_epi8(a4, w)); }
   __m256i finish(const S8Acc& s) const { return s.finish(); }
 };

@@ -51,7 +51,6 @@ struct S8Rec {
     w = v;
     corr = _mm256_dpbusd_epi32(corr, _mm256_set1_epi8((char)0x80), w);
   }
-  void load(const uint8_t* p) { set(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   void add(S8Acc& s, int k, __m256i u4) const { s.add(k, u4, w); }
   __m256i finish(const S8Acc& s) const { return _mm256_sub_epi32(s.finish(), corr); }
 };

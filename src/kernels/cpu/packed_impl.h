@@ -13,7 +13,7 @@
 //          most 4 adds between finishes for u <= 15, one for u <= 63); finish() -> int32 [8]
 //   S8Acc: int32 [8] sums of 4-byte-group products, add(k, x, y) (k = the step, 0..7, which an
 //          ISA may use to spread the sum over independent chains), finish() -> int32 [8]
-//   S8Rec: one record's signed int8 weights: load(p) (or set(v)) the 32 bytes of step k, add(S8Acc&, k, a4)
+//   S8Rec: one record's signed int8 weights: set(v) the 32 bytes of step k, add(S8Acc&, k, a4)
 //          the products with a token's 4 activation bytes (as the ISA's activations store them:
 //          kBiasedQ8Act), finish(const S8Acc&) -> the exact int32 [8] block sums
 //   q5_signed(q4, m): 32 signed Q5_0 weights q - 16 from the low 4 bits q4 (bytes 0..15) and the
@@ -78,6 +78,24 @@ struct PackQ4_1 {
   }
 };
 
+// Exact block sums of the 8 rows against NT tokens' 32 activations, the record's signed int8
+// weights of step k (8 rows x elements 4k..4k+3) given by step_weights(k): the ISA's S8Rec forms
+// them against each token (sign trick or biased activations). Q8_0 and Q5_0 records.
+template <int NT, class StepWeights>
+inline void s8_isum(const StepWeights& step_weights, const uint8_t* const* a, __m256i* is) {
+  S8Rec w;
+  S8Acc s[NT];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    w.set(step_weights(k));
+    for (int t = 0; t < NT; ++t) {
+      w.add(s[t], k, bcast4(a[t] + 4 * k));
+      s[t].pin();
+    }
+  }
+  for (int t = 0; t < NT; ++t) is[t] = w.finish(s[t]);
+}
+
 // Q8_0 record: d[8] f16, 8 x 32 bytes (rows' elements 4k..4k+3, int8).
 struct PackQ8_0 {
   static constexpr int kElems = 32;
@@ -85,17 +103,7 @@ struct PackQ8_0 {
   // Signed weights: the ISA's S8Rec forms them against each token (sign trick or biased activations).
   template <int NT>
   static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
-    S8Rec w;
-    S8Acc s[NT];
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-      w.load(rec + 16 + 32 * k);
-      for (int t = 0; t < NT; ++t) {
-        w.add(s[t], k, bcast4(a[t] + 4 * k));
-        s[t].pin();
-      }
-    }
-    for (int t = 0; t < NT; ++t) is[t] = w.finish(s[t]);
+    s8_isum<NT>([rec](int k) { return load256(rec + 16 + 32 * k); }, a, is);
   }
   static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
     const float da = reinterpret_cast<const float*>(act + L.off_d)[b];
@@ -119,17 +127,7 @@ struct PackQ5_0 {
   }
   template <int NT>
   static void isum(const uint8_t* rec, const uint8_t* const* a, __m256i* is) {
-    S8Rec w;
-    S8Acc s[NT];
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-      w.set(weights(rec, k));
-      for (int t = 0; t < NT; ++t) {
-        w.add(s[t], k, bcast4(a[t] + 4 * k));
-        s[t].pin();
-      }
-    }
-    for (int t = 0; t < NT; ++t) is[t] = w.finish(s[t]);
+    s8_isum<NT>([rec](int k) { return weights(rec, k); }, a, is);
   }
   static __m256 step(__m256 A, const uint8_t* rec, __m256i is, const uint8_t* act, const ActLayout& L, int64_t b) {
     return PackQ8_0::step(A, rec, is, act, L, b);

@@ -228,6 +228,7 @@ TEST(Backend, ProfilingBackendSameBitsAndCountsWhileStarted) {
   ASSERT_EQ(t.size(), 3u);
   for (const OpTime& o : t) {
     EXPECT_GE(o.ms, 0.0);
+    EXPECT_FALSE(o.thread_time) << o.op;  // all called on this thread
     if (o.op == "matmul Q8_0 [40 x 256]") EXPECT_EQ(o.calls, 2);
     else EXPECT_EQ(o.calls, 1) << o.op;
   }
