@@ -68,9 +68,14 @@ nlohmann::json profile_json(const std::vector<kernels::OpTime>& ops, double deco
 }
 
 void print_profile(const nlohmann::json& p) {
-  std::printf("\nwhere a decoded token's time goes (%.3f ms per token over %lld tokens, timers on):\n"
-              "| op | calls / token | ms / token | share |\n|---|---:|---:|---:|\n",
-              p["decode_ms_per_token"].get<double>(), (long long)p["tokens"].get<int64_t>());
+  if (p.contains("window_tokens"))
+    std::printf("\nwhere one verify forward of %d new tokens goes (%.3f ms per forward over %lld forwards, timers on):\n"
+                "| op | calls / forward | ms / forward | share |\n|---|---:|---:|---:|\n",
+                p["window_tokens"].get<int>(), p["decode_ms_per_token"].get<double>(), (long long)p["tokens"].get<int64_t>());
+  else
+    std::printf("\nwhere a decoded token's time goes (%.3f ms per token over %lld tokens, timers on):\n"
+                "| op | calls / token | ms / token | share |\n|---|---:|---:|---:|\n",
+                p["decode_ms_per_token"].get<double>(), (long long)p["tokens"].get<int64_t>());
   for (const auto& r : p["ops"])
     std::printf("| %s | %.1f | %.4f | %.1f %% |\n", r["op"].get<std::string>().c_str(), r["calls_per_token"].get<double>(),
                 r["ms_per_token"].get<double>(), 100.0 * r["share"].get<double>());
@@ -109,7 +114,8 @@ int verb_bench(int argc, char** argv) {
   args.add_flag("--verify-curve", &curve, "also measure the verify-cost curve");
   args.add_flag("--profile", &profile,
                 "time every backend op during the decode runs (matmuls by weight type and shape, attention, norms, ...)\n"
-                "and print where a decoded token's time goes (the timers slow decode slightly)");
+                "and print where a decoded token's time goes (the timers slow decode slightly); with --verify-curve\n"
+                "also for the verify forwards of 1 and --curve-max new tokens");
   args.add("--curve-ctx", &curve_ctx, "context length before the curve's forwards", 1, 1 << 16);
   args.add("--curve-max", &curve_max, "largest number of new tokens on the curve", 1, 64);
   add_sampler_flags(args, &sf);
@@ -212,7 +218,11 @@ int verb_bench(int argc, char** argv) {
     bar.update((uint64_t)r + 1);
   }
 
+  // The decode profile is read before the curve, which reuses the timers per window size.
+  nlohmann::json decode_profile;
+  if (profile && decoded > 0) decode_profile = profile_json(prof.table(), decode_ms, decoded);
   nlohmann::json curve_json = nlohmann::json::array();
+  nlohmann::json curve_profiles = nlohmann::json::array();  // --profile: windows of 1 and curve_max tokens
   if (curve) {
     const auto ctx_ids = synthetic_tokens(curve_ctx, lm->tok->bos(), 99, lm->tok->n_vocab());
     s.kv().clear();
@@ -223,6 +233,11 @@ int verb_bench(int argc, char** argv) {
     ProgressBar cbar("verify curve", (uint64_t)curve_max);
     for (int64_t k = 1; k <= curve_max; ++k) {
       std::vector<double> ms;
+      const bool prof_k = profile && (k == 1 || k == curve_max);
+      if (prof_k) {
+        prof.reset();
+        prof.start();
+      }
       for (int64_t r = 0; r < repeats; ++r) {
         const auto t0 = Clock::now();
         if (Status st = model.forward(s, std::span<const int32_t>(new_ids.data() + 1, k), all); !st) {
@@ -231,6 +246,14 @@ int verb_bench(int argc, char** argv) {
         }
         ms.push_back(ms_between(t0, Clock::now()));
         s.kv().trim(k);
+      }
+      if (prof_k) {
+        prof.stop();
+        double total = 0;
+        for (double v : ms) total += v;
+        nlohmann::json pj = profile_json(prof.table(), total, repeats);  // "per token" = per forward here
+        pj["window_tokens"] = k;
+        curve_profiles.push_back(pj);
       }
       const double m = median(ms);
       if (k == 1) base_ms = m;
@@ -245,6 +268,7 @@ int verb_bench(int argc, char** argv) {
                       {"prefill_runs_tok_s", pp_tok_s}, {"decode_runs_tok_s", tg_tok_s},
                       {"peak_rss_bytes", peak_rss_bytes()}, {"kv_cache_bytes", s.kv().bytes()}};
   if (curve) j["verify_curve"] = curve_json;
+  if (!curve_profiles.empty()) j["verify_profiles"] = curve_profiles;
   std::vector<double> paired;  // sampled / greedy per repeat (the two runs of a repeat are adjacent)
   for (size_t r = 0; r < tg_sampled_tok_s.size(); ++r) paired.push_back(tg_sampled_tok_s[r] / tg_tok_s[r]);
   // The same rows again, back to back outside decode (caches warm, pool idle): the sampler alone.
@@ -271,7 +295,7 @@ int verb_bench(int argc, char** argv) {
     j["sample_row_ms_p90"] = sorted_rows[(size_t)(0.9 * (double)(sorted_rows.size() - 1))];
     j["sample_row_ms_max"] = sorted_rows.back();
   }
-  if (profile && decoded > 0) j["profile"] = profile_json(prof.table(), decode_ms, decoded);
+  if (!decode_profile.is_null()) j["profile"] = decode_profile;
   if (json) {
     std::printf("%s\n", j.dump().c_str());  // one line: easy to parse from scripts
     return 0;
@@ -294,6 +318,8 @@ int verb_bench(int argc, char** argv) {
                 (long long)curve_ctx);
     for (const auto& c : curve_json)
       std::printf("| %d | %.2f | %.2f |\n", c["n_tokens"].get<int>(), c["ms"].get<double>(), c["ratio_to_1"].get<double>());
+    if (j.contains("verify_profiles"))
+      for (const auto& p : j["verify_profiles"]) print_profile(p);
   }
   return 0;
 }
