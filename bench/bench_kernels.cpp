@@ -77,7 +77,7 @@ dspark::ThreadPool& pool(int n) {
 }
 
 // args: shape index, n_tokens, threads, isa (0 scalar, 1 avx2, 2 avx512-vnni, 3 avx512 + AMX-INT8),
-// packed (1: the x8 copy of kernels/packed.h, where pack_supported)
+// packed (1: the packed copy of kernels/packed.h for that ISA, x8 or x16 records, where pack_supported)
 void BM_Matmul(benchmark::State& state) {
   const int shape = (int)state.range(0);
   const int64_t ntok = state.range(1);
@@ -97,9 +97,8 @@ void BM_Matmul(benchmark::State& state) {
       state.SkipWithError("no packed kernel");
       return;
     }
-    packed_bytes_buf.resize(packed_bytes(m));
-    pack_x8(m, packed_bytes_buf.data());
-    m.packed = packed_bytes_buf.data();
+    packed_bytes_buf.resize(packed_bytes(m, packed_group_rows(m.type, isa)));
+    attach_packed(&m, isa, packed_bytes_buf.data());
   }
   dspark::Rng rng(7);
   std::vector<float> x((size_t)(ntok * w.m.n_cols)), y((size_t)(ntok * w.m.n_rows));
@@ -117,7 +116,7 @@ void BM_Matmul(benchmark::State& state) {
   state.counters["GMAC/s"] = benchmark::Counter((double)w.m.n_rows * (double)w.m.n_cols * (double)ntok,
                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.SetLabel(std::string(kShapes[shape].name) + " tok=" + std::to_string(ntok) + " thr=" + std::to_string(threads) +
-                 " " + (amx ? "avx512-amx" : isa_name(isa)) + (packed ? "+packed" : ""));
+                 " " + (amx ? "avx512-amx" : isa_name(isa)) + (packed ? "+packed x" + std::to_string(m.packed_rows) : ""));
 }
 
 void Args(benchmark::internal::Benchmark* b) {

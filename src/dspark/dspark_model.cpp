@@ -187,9 +187,8 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
       // The target's big head is packed at its load (model/weights.h); this copy is packed the
       // same way where the ISA has a packed kernel (bitwise the same products, faster).
       if (const kernels::Isa isa = kernels::detect_isa(); kernels::pack_supported(t.type, isa)) {
-        owned_.emplace_back(new uint8_t[kernels::packed_bytes(head)]);
-        kernels::pack_x8(head, owned_.back().get());
-        head.packed = owned_.back().get();
+        owned_.emplace_back(new uint8_t[kernels::packed_bytes(head, kernels::packed_group_rows(t.type, isa))]);
+        kernels::attach_packed(&head, isa, owned_.back().get());
       }
       w_.lm_head = quant::DraftMatrix::dense(head);
     }

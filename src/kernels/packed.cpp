@@ -1,4 +1,4 @@
-// pack_x8: the row-interleaved copy of a Q8_0 / Q4_1 / Q5_0 / Q4_K / Q6_K matrix, or of a Q4_0 one as
+// pack: the row-interleaved copy of a Q8_0 / Q4_1 / Q5_0 / Q4_K / Q6_K matrix, or of a Q4_0 one as
 // Q8_0 records (layout: kernels/packed.h, cpu/cpu.h).
 #include "kernels/packed.h"
 
@@ -21,19 +21,26 @@ bool pack_supported(DType type, Isa isa) {
 
 DType packed_record_type(DType type) { return type == DType::Q4_0 ? DType::Q8_0 : type; }
 
-bool packed_usable(const QMatrix& w, Isa isa) {
-  return w.packed != nullptr && pack_supported(w.type, std::min(isa, detect_isa()));
+int packed_group_rows(DType type, Isa isa) {
+  const bool x16 = packed_record_type(type) == DType::Q8_0 || type == DType::Q5_0;
+  return isa == Isa::kAvx512 && pack_supported(type, isa) && x16 ? 16 : 8;
 }
 
-size_t packed_record_bytes(DType type) {
+bool packed_usable(const QMatrix& w, Isa isa) {
+  isa = std::min(isa, detect_isa());
+  return w.packed != nullptr && pack_supported(w.type, isa) && w.packed_rows == packed_group_rows(w.type, isa);
+}
+
+size_t packed_record_bytes(DType type, int group_rows) {
   if (type == DType::Q4_K) return kPackedQ4KRecordBytes;
   if (type == DType::Q6_K) return kPackedQ6KRecordBytes;
-  return 8 * dtype_info(packed_record_type(type)).block_bytes;
+  return (size_t)group_rows * dtype_info(packed_record_type(type)).block_bytes;
 }
 
-size_t packed_bytes(const QMatrix& w) {
+size_t packed_bytes(const QMatrix& w, int group_rows) {
   const auto& info = dtype_info(packed_record_type(w.type));
-  return (size_t)((w.n_rows + 7) / 8) * (size_t)(w.n_cols / info.block_elems) * packed_record_bytes(w.type);
+  return (size_t)((w.n_rows + group_rows - 1) / group_rows) * (size_t)(w.n_cols / info.block_elems) *
+         packed_record_bytes(w.type, group_rows);
 }
 
 namespace {
@@ -52,24 +59,25 @@ BlockQ8_0 widen_to_q8_0(const uint8_t* blk) {
   return o;
 }
 
-// Row i (0..7) of a Q5_0 record (176 bytes): d[8] f16; 4 x 32 bytes of nibble pairs as in a Q4_1
-// record (byte 4i + e of vector j: the low 4 bits of q of element 4j + e | those of element
-// 16 + 4j + e << 4); 8 x u32 masks, bit 4i + e of mask k = bit 4 of q of element 4k + e.
-void pack_q5_0_row(const uint8_t* blk, int i, uint8_t* out) {
+// Row i (0..G-1) of a Q5_0 record of G = 8 or 16 rows (22 G bytes): d[G] f16; 4 x 4G bytes of
+// nibble pairs as in a Q4_1 record (byte 4i + e of vector j: the low 4 bits of q of element 4j + e |
+// those of element 16 + 4j + e << 4); 8 masks of G / 2 bytes, bit 4i + e of mask k = bit 4 of q of
+// element 4k + e.
+void pack_q5_0_row(const uint8_t* blk, int i, int G, uint8_t* out) {
   BlockQ5_0 b;
   std::memcpy(&b, blk, sizeof b);
   std::memcpy(out + 2 * i, &b.d, 2);
   for (int j = 0; j < 4; ++j)
-    for (int e = 0; e < 4; ++e) out[16 + 32 * j + 4 * i + e] = b.qs[4 * j + e];  // qs[e]: element e | e + 16 << 4
+    for (int e = 0; e < 4; ++e) out[2 * G + 4 * G * j + 4 * i + e] = b.qs[4 * j + e];  // qs[e]: element e | e + 16 << 4
   uint32_t qh;
   std::memcpy(&qh, b.qh, 4);
-  for (int k = 0; k < 8; ++k) {
-    uint32_t m;
-    std::memcpy(&m, out + 144 + 4 * k, 4);
-    if (i == 0) m = 0;
-    for (int e = 0; e < 4; ++e) m |= ((qh >> (4 * k + e)) & 1u) << (4 * i + e);
-    std::memcpy(out + 144 + 4 * k, &m, 4);
-  }
+  uint8_t* masks = out + 18 * G;
+  if (i == 0) std::memset(masks, 0, (size_t)4 * G);  // rows are packed in order 0..G-1
+  for (int k = 0; k < 8; ++k)
+    for (int e = 0; e < 4; ++e) {
+      const int bit = 4 * i + e;
+      masks[(G / 2) * k + bit / 8] |= (uint8_t)(((qh >> (4 * k + e)) & 1u) << (bit % 8));
+    }
 }
 
 // Q4_K record of 8 rows' super-block b: d[8] f16, dmin[8] f16, sc[8 sub-blocks][8 rows] u8,
@@ -121,8 +129,9 @@ void pack_q6_k_record(const uint8_t* const* blk, uint8_t* out) {
 }
 }  // namespace
 
-void pack_x8(const QMatrix& w, uint8_t* dst) {
+void pack(const QMatrix& w, int group_rows, uint8_t* dst) {
   DSPARK_CHECK(pack_supported(w.type, Isa::kAvx2));
+  DSPARK_CHECK(group_rows == 8 || (group_rows == 16 && (packed_record_type(w.type) == DType::Q8_0 || w.type == DType::Q5_0)));
   if (w.type == DType::Q4_K || w.type == DType::Q6_K) {
     const auto* base = static_cast<const uint8_t*>(w.data);
     const bool k4 = w.type == DType::Q4_K;
@@ -140,14 +149,14 @@ void pack_x8(const QMatrix& w, uint8_t* dst) {
     return;
   }
   const auto* base = static_cast<const uint8_t*>(w.data);
-  const int64_t nb = w.n_cols / 32, n_groups = (w.n_rows + 7) / 8;
+  const int64_t G = group_rows, nb = w.n_cols / 32, n_groups = (w.n_rows + G - 1) / G;
   const DType rec_type = packed_record_type(w.type);
-  const size_t bb = dtype_info(w.type).block_bytes, rec = 8 * dtype_info(rec_type).block_bytes;
+  const size_t bb = dtype_info(w.type).block_bytes, rec = packed_record_bytes(w.type, group_rows);
   for (int64_t g = 0; g < n_groups; ++g)
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* out = dst + (size_t)(g * nb + b) * rec;
-      for (int i = 0; i < 8; ++i) {
-        const int64_t r = std::min<int64_t>(8 * g + i, w.n_rows - 1);
+      for (int i = 0; i < G; ++i) {
+        const int64_t r = std::min<int64_t>(G * g + i, w.n_rows - 1);
         const uint8_t* blk = base + (size_t)r * w.row_stride + (size_t)b * bb;
         BlockQ8_0 wide;
         if (rec_type != w.type) {
@@ -155,11 +164,11 @@ void pack_x8(const QMatrix& w, uint8_t* dst) {
           blk = reinterpret_cast<const uint8_t*>(&wide);
         }
         if (rec_type == DType::Q5_0) {
-          pack_q5_0_row(blk, i, out);
+          pack_q5_0_row(blk, i, (int)G, out);
         } else if (rec_type == DType::Q8_0) {
-          // d[8] f16, then for k = 0..7: 32 bytes, row i's elements 4k..4k+3 at bytes 4i..4i+3.
+          // d[G] f16, then for k = 0..7: 4G bytes, row i's elements 4k..4k+3 at bytes 4i..4i+3.
           std::memcpy(out + 2 * i, blk, 2);
-          for (int k = 0; k < 8; ++k) std::memcpy(out + 16 + 32 * k + 4 * i, blk + 2 + 4 * k, 4);
+          for (int k = 0; k < 8; ++k) std::memcpy(out + 2 * G + 4 * G * k + 4 * i, blk + 2 + 4 * k, 4);
         } else {
           // d[8] f16, m[8] f16, then for j = 0..3: 32 bytes, byte 4i + e = element 4j + e of row i
           // (low nibble) | element 16 + 4j + e (high nibble). Q4_1 stores element e (< 16) in the
@@ -172,6 +181,13 @@ void pack_x8(const QMatrix& w, uint8_t* dst) {
         }
       }
     }
+}
+
+void attach_packed(QMatrix* w, Isa isa, uint8_t* dst) {
+  const int rows = packed_group_rows(w->type, isa);
+  pack(*w, rows, dst);
+  w->packed = dst;
+  w->packed_rows = rows;
 }
 
 }  // namespace dspark::kernels

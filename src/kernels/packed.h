@@ -11,7 +11,8 @@
 //
 // Layout (the per-type records are described in cpu/packed_avx2.cpp): rows in groups of 8, the last
 // group repeating its last row; record (g, b) of group g and block b at offset
-// (g * n_blocks + b) * packed_record_bytes(type).
+// (g * n_blocks + b) * packed_record_bytes(type). Under AVX-512 VNNI, Q8_0 records (Q8_0 and Q4_0)
+// and Q5_0 are grouped by 16 rows instead ("x16", cpu/packed16_avx512.cpp): one 512-bit multiply-add per step.
 #pragma once
 
 #include <cstddef>
@@ -44,17 +45,34 @@ inline constexpr size_t kPackedQ4KRecordBytes = 32 + 64 + 128 + 1024;
 // unpacking cost more time than the 30 % more bytes.
 inline constexpr size_t kPackedQ6KRecordBytes = 16 + 128 + 2048;
 
-// Bytes of one packed record (8 rows x one block of the record type).
-size_t packed_record_bytes(DType type);
+// Q8_0 record of the x16 layout: d[16] f16, then for k = 0..7, 64 bytes: row i's int8 elements
+// 4k..4k+3 at bytes 4i..4i+3.
+inline constexpr size_t kPackedQ8_0x16RecordBytes = 32 + 512;
+// Q5_0 record of the x16 layout: d[16] f16, 4 x 64 bytes of nibble pairs, 8 x u64 fifth-bit masks
+// (cpu/packed16_avx512.cpp).
+inline constexpr size_t kPackedQ5_0x16RecordBytes = 32 + 256 + 64;
+
+// Rows per record group of the packed copy that matmul runs on `isa`: 16 for Q8_0 records (Q8_0,
+// and Q4_0 widened to them) and Q5_0 under AVX-512 VNNI, else 8. QMatrix::packed_rows records which one a
+// copy has; matmul uses a copy only where the two agree.
+int packed_group_rows(DType type, Isa isa);
+
+// Bytes of one packed record (group_rows rows x one block of the record type).
+size_t packed_record_bytes(DType type, int group_rows = 8);
 
 // True when matmul runs `w` from its packed copy under ctx's ISA (capped at the CPU's). A matrix
 // that exists only packed (data == nullptr: model/weights.h's fused matrices) is usable only then.
 bool packed_usable(const QMatrix& w, Isa isa);
 
-// Bytes of the packed copy: ceil(n_rows / 8) * (n_cols / block_elems) * packed_record_bytes(type).
-size_t packed_bytes(const QMatrix& w);
+// Bytes of the packed copy: ceil(n_rows / group_rows) * (n_cols / block_elems) * packed_record_bytes.
+size_t packed_bytes(const QMatrix& w, int group_rows = 8);
 
-// Writes the packed copy of w (pack_supported type) to dst[packed_bytes(w)]. Portable code.
-void pack_x8(const QMatrix& w, uint8_t* dst);
+// Writes the packed copy of w (pack_supported type) with group_rows (8, or 16 for Q8_0 records) rows
+// per group to dst[packed_bytes(w, group_rows)]. Portable code.
+void pack(const QMatrix& w, int group_rows, uint8_t* dst);
+
+// The packed copy matmul runs on `isa` (pack_supported(w->type, isa)): writes it to
+// dst[packed_bytes(*w, packed_group_rows(w->type, isa))] and points w->packed / w->packed_rows at it.
+void attach_packed(QMatrix* w, Isa isa, uint8_t* dst);
 
 }  // namespace dspark::kernels

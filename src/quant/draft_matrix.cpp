@@ -36,9 +36,8 @@ DraftMatrix DraftMatrix::int8_copy(const DraftMatrix& src, kernels::Isa isa,
   }
   kernels::QMatrix q{DType::Q8_0, rows, cols, dst, stride};
   if (kernels::pack_supported(DType::Q8_0, isa)) {
-    owned->emplace_back(new uint8_t[kernels::packed_bytes(q)]);
-    kernels::pack_x8(q, owned->back().get());
-    q.packed = owned->back().get();
+    owned->emplace_back(new uint8_t[kernels::packed_bytes(q, kernels::packed_group_rows(DType::Q8_0, isa))]);
+    kernels::attach_packed(&q, isa, owned->back().get());
   }
   return dense(q);
 }

@@ -111,6 +111,9 @@ void gelu_table_mul_avx512(const float* table, const float* gate, const float* u
 
 bool packed_kernels_avx2(DType t, KernelSet* out);
 bool packed_kernels_avx512(DType t, KernelSet* out);
+// The x16 layout of Q8_0 records (Q8_0, Q4_0) and Q5_0 (kernels/packed.h) under AVX-512 VNNI
+// (packed16_avx512.cpp), rows [r0, r1) with r0 a multiple of 16.
+bool packed16_kernels_avx512(DType t, KernelSet* out);
 
 // AMX-INT8 path for n_tokens >= amx_min_tokens(type) (gemm_amx.cpp; call only when amx_usable()).
 // It takes the AVX-512 kernels' packed activations after amx_prepare_act (qs back to signed int8,

@@ -118,9 +118,11 @@ struct Choice {
 
 Choice choose_kernels(const QMatrix& w, Isa isa) {
   Choice c;
-  c.packed = w.packed && pack_supported(w.type, isa);
+  c.packed = w.packed && pack_supported(w.type, isa) && w.packed_rows == packed_group_rows(w.type, isa);
   if (c.packed) {
-    c.have = isa == Isa::kAvx512 ? cpu::packed_kernels_avx512(w.type, &c.ks) : cpu::packed_kernels_avx2(w.type, &c.ks);
+    c.have = w.packed_rows == 16          ? cpu::packed16_kernels_avx512(w.type, &c.ks)
+             : isa == Isa::kAvx512 ? cpu::packed_kernels_avx512(w.type, &c.ks)
+                                   : cpu::packed_kernels_avx2(w.type, &c.ks);
     DSPARK_CHECK(c.have);
   }
   if (!c.have && isa == Isa::kAvx512) c.have = cpu::kernels_avx512(w.type, &c.ks);
@@ -141,7 +143,8 @@ MatmulPath matmul_path(const QMatrix& w, Isa isa, bool allow_amx) {
     return {isa == Isa::kScalar ? std::string("scalar reference kernels")
                                 : std::string("scalar reference (no ") + isa_name(isa) + " kernel for " + dtype_name(w.type) + ")",
             false};
-  std::string k = c.packed ? std::string("packed x8 tiles, ") + isa_name(isa) : std::string(isa_name(isa)) + " kernels";
+  std::string k = c.packed ? std::string("packed x") + std::to_string(w.packed_rows) + " tiles, " + isa_name(isa)
+                           : std::string(isa_name(isa)) + " kernels";
   if (amx_runs(w, isa, c.packed, allow_amx))
     k += ", AMX-INT8 from " + std::to_string(cpu::amx_min_tokens(w.type)) + " tokens";
   return {k, true};
