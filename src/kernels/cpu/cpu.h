@@ -98,8 +98,8 @@ bool kernels_avx512(DType t, KernelSet* out);
 
 // Packed "x8" kernels (packed_impl.h: packed_avx2.cpp, and packed_avx512.cpp with VNNI) over
 // QMatrix::packed, rows [r0, r1) with r0 a multiple of 8: the gemm and the quantizer of the
-// activations it takes (AVX2's int8 q, or for Q8_0 records under VNNI the AVX-512 kernels' q + 128). Records (kernels/packed.h: rows in
-// groups of 8, record (g, b) at (g * n_blocks + b) * 8 * block_bytes):
+// activations it takes (int8 q; the x16 kernels below take the AVX-512 kernels' q + 128). Records
+// (kernels/packed.h: rows in groups of 8, record (g, b) at (g * n_blocks + b) * 8 * block_bytes):
 //   Q8_0 (272 B): d[8] f16 (lane i = row i); for k = 0..7, 32 bytes: row i's int8 elements
 //                 4k..4k+3 at bytes 4i..4i+3
 //   Q4_1 (160 B): d[8] f16, m[8] f16; for j = 0..3, 32 bytes: byte 4i + e = element 4j + e of row i

@@ -10,6 +10,7 @@
 #include "kernels/cpu/keep_in_register.h"
 
 #define DSPARK_ISA_NS avx2p
+#define DSPARK_PACKED_S8_RECORDS  // Q8_0 / Q4_0 / Q5_0 records of 8 rows (packed_impl.h)
 
 namespace dspark::kernels::cpu::avx2p {
 
@@ -34,7 +35,6 @@ struct S8Acc {
 };
 
 // Signed x signed via the sign trick: |w| (unsigned) times a with w's sign.
-constexpr bool kBiasedQ8Act = false;
 struct S8Rec {
   __m256i w, absw;
   void set(__m256i v) {

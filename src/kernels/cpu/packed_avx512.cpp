@@ -2,10 +2,10 @@
 // packed_impl.h), on 256-bit vectors (AVX512VL): vpdpbusd forms each 4-byte group's unsigned x
 // signed dot product and adds it to int32 lanes in one instruction, replacing AVX2's vpmaddubsw +
 // vpaddw (+ vpmaddwd). vpdpbusd's latency is several cycles, so each accumulator keeps two
-// independent chains (AVX-512 has 32 vector registers for them). Q8_0 records take activations
-// biased to unsigned (S8Rec below); the others take int8 q. The int32 sums are exact:
-// results are bitwise the AVX2 packed kernels' and the canonical ones. Used on AVX-512 CPUs
-// without AMX (kernels/packed.h).
+// independent chains (AVX-512 has 32 vector registers for them). The records here are Q4_1, Q4_K
+// and Q6_K (int8 q activations); Q8_0 / Q4_0 / Q5_0 run on 16-row records (packed16_avx512.cpp).
+// The int32 sums are exact: results are bitwise the AVX2 packed kernels' and the canonical ones.
+// Used on AVX-512 CPUs without AMX (kernels/packed.h).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -30,35 +30,6 @@ struct U4Acc {
     keep_in_register(hi);
   }
 };
-
-struct S8Acc {
-  __m256i c[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // int32: even and odd steps
-  void add(int k, __m256i u, __m256i s) { c[k & 1] = _mm256_dpbusd_epi32(c[k & 1], u, s); }
-  __m256i finish() const { return _mm256_add_epi32(c[0], c[1]); }
-  void pin() {
-    keep_in_register(c[0]);
-    keep_in_register(c[1]);
-  }
-};
-
-// Signed weights against activations stored as u = q + 128 (the AVX-512 kernels' quantizer):
-// vpdpbusd(u, w) sums (q + 128) * w, so each token costs one instruction per step; the record's
-// 128 * sum(w), formed once for all tokens (one vpdpbusd per step), is subtracted at the end.
-constexpr bool kBiasedQ8Act = true;
-struct S8Rec {
-  __m256i w, corr = _mm256_setzero_si256();
-  void set(__m256i v) {
-    w = v;
-    corr = _mm256_dpbusd_epi32(corr, _mm256_set1_epi8((char)0x80), w);
-  }
-  void add(S8Acc& s, int k, __m256i u4) const { s.add(k, u4, w); }
-  __m256i finish(const S8Acc& s) const { return _mm256_sub_epi32(s.finish(), corr); }
-};
-
-// q - 16 = q4 where the fifth bit is set, else q4 - 16: one masked subtraction.
-inline __m256i q5_signed(__m256i q4, uint32_t m) {
-  return _mm256_mask_sub_epi8(q4, (__mmask32)~m, q4, _mm256_set1_epi8(16));
-}
 
 }  // namespace dspark::kernels::cpu::avx512p
 

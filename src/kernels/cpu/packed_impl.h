@@ -8,20 +8,21 @@
 // tile's independent FMA chains hide the latency of each one.
 //
 // The includer defines DSPARK_ISA_NS and, inside that namespace, accumulators of the per-lane
-// (per-row) sums of 4-byte-group dot products, each starting at zero:
+// (per-row) sums of 4-byte-group dot products, each starting at zero (S8Acc, S8Rec and q5_signed
+// only where it defines DSPARK_PACKED_S8_RECORDS: the Q8_0 / Q4_0 / Q5_0 records of 8 rows, which
+// AVX2 runs; AVX-512 runs those types on x16 records, cpu/packed16_avx512.cpp):
 //   U4Acc: add(u1, s1, u2, s2) adds u1.s1 + u2.s2 (u: unsigned weights, s: int8 activations; at
 //          most 4 adds between finishes for u <= 15, one for u <= 63); finish() -> int32 [8]
 //   S8Acc: int32 [8] sums of 4-byte-group products, add(k, x, y) (k = the step, 0..7, which an
 //          ISA may use to spread the sum over independent chains), finish() -> int32 [8]
 //   S8Rec: one record's signed int8 weights: set(v) the 32 bytes of step k, add(S8Acc&, k, a4)
-//          the products with a token's 4 activation bytes (as the ISA's activations store them:
-//          kBiasedQ8Act), finish(const S8Acc&) -> the exact int32 [8] block sums
+//          the products with a token's 4 activation bytes (int8 q), finish(const S8Acc&) -> the
+//          exact int32 [8] block sums
 //   q5_signed(q4, m): 32 signed Q5_0 weights q - 16 from the low 4 bits q4 (bytes 0..15) and the
 //          fifth bits m (bit b for byte b)
 //   pin() on U4Acc and S8Acc: keep_in_register (keep_in_register.h) on the members;
-// constexpr int kMaxTileTokens (4 or 8): the most tokens of one register tile; constexpr bool
-// kBiasedQ8Act: Q8_0-record matrices take activations stored as q + 128 (the AVX-512 kernels'
-// quantizer) instead of int8 q (the AVX2 one); the other records always take int8 q.
+// constexpr int kMaxTileTokens (4 or 8): the most tokens of one register tile. Every record takes
+// the AVX2 quantizer's int8 q activations.
 // All integer sums are exact, so the accumulators may form them in any width, order or chains.
 #pragma once
 #ifndef DSPARK_ISA_NS
@@ -78,6 +79,7 @@ struct PackQ4_1 {
   }
 };
 
+#ifdef DSPARK_PACKED_S8_RECORDS
 // Exact block sums of the 8 rows against NT tokens' 32 activations, the record's signed int8
 // weights of step k (8 rows x elements 4k..4k+3) given by step_weights(k): the ISA's S8Rec forms
 // them against each token (sign trick or biased activations). Q8_0 and Q5_0 records.
@@ -140,6 +142,8 @@ struct PackQ5_0 {
     for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 + 32 * k), weights(rec, k));
   }
 };
+
+#endif  // DSPARK_PACKED_S8_RECORDS
 
 // Q4_K record (kernels/packed.h): d[8] f16, dmin[8] f16, sc[8][8] u8, mp[4][8] i32, then per
 // sub-block j the nibbles as in a Q4_1 record. Canonical K4 step (cpu.h): I = sum_j sc_j * isum_j,
@@ -366,20 +370,21 @@ void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, 
 }
 
 // The packed kernel set of weight type t (Q4_0 is packed as Q8_0 records, kernels/packed.h):
-// the gemm over the packed copy and the quantizer of the activations it takes (kBiasedQ8Act).
+// the gemm over the packed copy and the quantizer of the activations it takes (int8 q).
 inline bool packed_kernel_set(DType t, KernelSet* out) {
   GemmFn g = nullptr;
   switch (t) {
+#ifdef DSPARK_PACKED_S8_RECORDS
     case DType::Q8_0:
     case DType::Q4_0: g = &gemm_packed<PackQ8_0>; break;
     case DType::Q5_0: g = &gemm_packed<PackQ5_0>; break;
+#endif
     case DType::Q4_K: g = &gemm_packed<PackQ4_K>; break;
     case DType::Q6_K: g = &gemm_packed<PackQ6_K>; break;
     case DType::Q4_1: g = &gemm_packed<PackQ4_1>; break;
     default: return false;
   }
-  const bool biased = kBiasedQ8Act && (packed_record_type(t) == DType::Q8_0 || t == DType::Q5_0);  // S8Rec records
-  if (!(biased ? kernels_avx512(t, out) : kernels_avx2(t, out))) return false;
+  if (!kernels_avx2(t, out)) return false;
   out->gemm = g;
   return true;
 }
