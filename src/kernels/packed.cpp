@@ -22,8 +22,7 @@ bool pack_supported(DType type, Isa isa) {
 DType packed_record_type(DType type) { return type == DType::Q4_0 ? DType::Q8_0 : type; }
 
 int packed_group_rows(DType type, Isa isa) {
-  const bool x16 = packed_record_type(type) == DType::Q8_0 || type == DType::Q5_0;
-  return isa == Isa::kAvx512 && pack_supported(type, isa) && x16 ? 16 : 8;
+  return isa == Isa::kAvx512 && pack_supported(type, isa) ? 16 : 8;
 }
 
 bool packed_usable(const QMatrix& w, Isa isa) {
@@ -32,8 +31,8 @@ bool packed_usable(const QMatrix& w, Isa isa) {
 }
 
 size_t packed_record_bytes(DType type, int group_rows) {
-  if (type == DType::Q4_K) return kPackedQ4KRecordBytes;
-  if (type == DType::Q6_K) return kPackedQ6KRecordBytes;
+  if (type == DType::Q4_K) return kPackedQ4KRecordBytes * (size_t)group_rows / 8;
+  if (type == DType::Q6_K) return kPackedQ6KRecordBytes * (size_t)group_rows / 8;
   return (size_t)group_rows * dtype_info(packed_record_type(type)).block_bytes;
 }
 
@@ -80,42 +79,42 @@ void pack_q5_0_row(const uint8_t* blk, int i, int G, uint8_t* out) {
     }
 }
 
-// Q4_K record of 8 rows' super-block b: d[8] f16, dmin[8] f16, sc[8 sub-blocks][8 rows] u8,
-// mp[4][8 rows] i32 (m of sub-blocks 2k | 2k+1 << 16), then per sub-block j 4 x 32 bytes of nibble
+// Q4_K record of G = 8 or 16 rows' super-block b: d[G] f16, dmin[G] f16, sc[8 sub-blocks][G rows] u8,
+// mp[4][G rows] i32 (m of sub-blocks 2k | 2k+1 << 16), then per sub-block j 4 x 4G bytes of nibble
 // pairs as in a Q4_1 record (byte 4i + e of vector k: element 4k + e low, 16 + 4k + e high).
-void pack_q4_k_record(const uint8_t* const* blk, uint8_t* out) {
-  for (int i = 0; i < 8; ++i) {
+void pack_q4_k_record(const uint8_t* const* blk, int G, uint8_t* out) {
+  for (int i = 0; i < G; ++i) {
     BlockQ4_K b;
     std::memcpy(&b, blk[i], sizeof b);
     std::memcpy(out + 2 * i, &b.d, 2);
-    std::memcpy(out + 16 + 2 * i, &b.dmin, 2);
+    std::memcpy(out + 2 * G + 2 * i, &b.dmin, 2);
     uint8_t sc[8], m[8];
     for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &m[j]);
-    for (int j = 0; j < 8; ++j) out[32 + 8 * j + i] = sc[j];
+    for (int j = 0; j < 8; ++j) out[4 * G + G * j + i] = sc[j];
     for (int k = 0; k < 4; ++k) {
       const uint32_t mp = (uint32_t)m[2 * k] | ((uint32_t)m[2 * k + 1] << 16);
-      std::memcpy(out + 96 + 32 * k + 4 * i, &mp, 4);
+      std::memcpy(out + 12 * G + 4 * G * k + 4 * i, &mp, 4);
     }
     for (int j = 0; j < 8; ++j) {
       // element l of sub-block j: nibble (j & 1) of qs[32 * (j / 2) + l]
       auto q = [&](int l) { return (uint8_t)((b.qs[32 * (j / 2) + l] >> (4 * (j & 1))) & 0x0F); };
       for (int k = 0; k < 4; ++k)
         for (int e = 0; e < 4; ++e)
-          out[224 + 128 * j + 32 * k + 4 * i + e] = (uint8_t)(q(4 * k + e) | (q(16 + 4 * k + e) << 4));
+          out[28 * G + 16 * G * j + 4 * G * k + 4 * i + e] = (uint8_t)(q(4 * k + e) | (q(16 + 4 * k + e) << 4));
     }
   }
 }
-// Q6_K record of 8 rows' super-block b: d[8] f16, scp[8 pairs m][8 rows][2] int8 (scales of
-// sub-blocks 2m, 2m+1), then per sub-block k 4 x 32 bytes: byte 4i + e of vector g = the 6-bit q
+// Q6_K record of G = 8 or 16 rows' super-block b: d[G] f16, scp[8 pairs m][G rows][2] int8 (scales of
+// sub-blocks 2m, 2m+1), then per sub-block k 4 x 4G bytes: byte 4i + e of vector g = the 6-bit q
 // (0..63) of element 16k + 4g + e of row i (ggml's ql / qh split undone).
-void pack_q6_k_record(const uint8_t* const* blk, uint8_t* out) {
-  for (int i = 0; i < 8; ++i) {
+void pack_q6_k_record(const uint8_t* const* blk, int G, uint8_t* out) {
+  for (int i = 0; i < G; ++i) {
     BlockQ6_K b;
     std::memcpy(&b, blk[i], sizeof b);
     std::memcpy(out + 2 * i, &b.d, 2);
     for (int m = 0; m < 8; ++m) {
-      out[16 + 16 * m + 2 * i] = (uint8_t)b.scales[2 * m];
-      out[16 + 16 * m + 2 * i + 1] = (uint8_t)b.scales[2 * m + 1];
+      out[2 * G + 2 * G * m + 2 * i] = (uint8_t)b.scales[2 * m];
+      out[2 * G + 2 * G * m + 2 * i + 1] = (uint8_t)b.scales[2 * m + 1];
     }
     for (int e = 0; e < 256; ++e) {
       const int h = e / 128, r = e % 128, g = r / 32, l = r % 32;
@@ -123,7 +122,7 @@ void pack_q6_k_record(const uint8_t* const* blk, uint8_t* out) {
       const int lo = g < 2 ? (lb & 0xF) : (lb >> 4);
       const int hi = (b.qh[32 * h + l] >> (2 * g)) & 3;
       const int k = e / 16, gg = (e % 16) / 4;
-      out[144 + 128 * k + 32 * gg + 4 * i + e % 4] = (uint8_t)(lo | (hi << 4));
+      out[18 * G + 16 * G * k + 4 * G * gg + 4 * i + e % 4] = (uint8_t)(lo | (hi << 4));
     }
   }
 }
@@ -131,20 +130,20 @@ void pack_q6_k_record(const uint8_t* const* blk, uint8_t* out) {
 
 void pack(const QMatrix& w, int group_rows, uint8_t* dst) {
   DSPARK_CHECK(pack_supported(w.type, Isa::kAvx2));
-  DSPARK_CHECK(group_rows == 8 || (group_rows == 16 && (packed_record_type(w.type) == DType::Q8_0 || w.type == DType::Q5_0)));
+  DSPARK_CHECK(group_rows == 8 || group_rows == 16);
   if (w.type == DType::Q4_K || w.type == DType::Q6_K) {
     const auto* base = static_cast<const uint8_t*>(w.data);
     const bool k4 = w.type == DType::Q4_K;
-    const size_t bb = k4 ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K), rec = packed_record_bytes(w.type);
-    const int64_t nb = w.n_cols / 256, n_groups = (w.n_rows + 7) / 8;
+    const size_t bb = k4 ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K), rec = packed_record_bytes(w.type, group_rows);
+    const int64_t G = group_rows, nb = w.n_cols / 256, n_groups = (w.n_rows + G - 1) / G;
     for (int64_t g = 0; g < n_groups; ++g)
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk[8];
-        for (int i = 0; i < 8; ++i)
-          blk[i] = base + (size_t)std::min<int64_t>(8 * g + i, w.n_rows - 1) * w.row_stride + (size_t)b * bb;
+        const uint8_t* blk[16];
+        for (int i = 0; i < G; ++i)
+          blk[i] = base + (size_t)std::min<int64_t>(G * g + i, w.n_rows - 1) * w.row_stride + (size_t)b * bb;
         uint8_t* out = dst + (size_t)(g * nb + b) * rec;
-        if (k4) pack_q4_k_record(blk, out);
-        else pack_q6_k_record(blk, out);
+        if (k4) pack_q4_k_record(blk, (int)G, out);
+        else pack_q6_k_record(blk, (int)G, out);
       }
     return;
   }
@@ -170,14 +169,14 @@ void pack(const QMatrix& w, int group_rows, uint8_t* dst) {
           std::memcpy(out + 2 * i, blk, 2);
           for (int k = 0; k < 8; ++k) std::memcpy(out + 2 * G + 4 * G * k + 4 * i, blk + 2 + 4 * k, 4);
         } else {
-          // d[8] f16, m[8] f16, then for j = 0..3: 32 bytes, byte 4i + e = element 4j + e of row i
+          // d[G] f16, m[G] f16, then for j = 0..3: 4G bytes, byte 4i + e = element 4j + e of row i
           // (low nibble) | element 16 + 4j + e (high nibble). Q4_1 stores element e (< 16) in the
           // low nibble of qs[e] and element e + 16 in its high nibble.
           std::memcpy(out + 2 * i, blk, 2);
-          std::memcpy(out + 16 + 2 * i, blk + 2, 2);
+          std::memcpy(out + 2 * G + 2 * i, blk + 2, 2);
           const uint8_t* qs = blk + 4;
           for (int j = 0; j < 4; ++j)
-            for (int e = 0; e < 4; ++e) out[32 + 32 * j + 4 * i + e] = qs[4 * j + e];
+            for (int e = 0; e < 4; ++e) out[4 * G + 4 * G * j + 4 * i + e] = qs[4 * j + e];
         }
       }
     }

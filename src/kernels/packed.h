@@ -9,10 +9,11 @@
 // the f32 steps after them are the canonical ones (cpu/cpu.h), so results are bitwise those of every
 // other path (tests/unit/kernels/test_packed.cpp).
 //
-// Layout (the per-type records are described in cpu/packed_avx2.cpp): rows in groups of 8, the last
-// group repeating its last row; record (g, b) of group g and block b at offset
-// (g * n_blocks + b) * packed_record_bytes(type). Under AVX-512 VNNI, Q8_0 records (Q8_0 and Q4_0)
-// and Q5_0 are grouped by 16 rows instead ("x16", cpu/packed16_avx512.cpp): one 512-bit multiply-add per step.
+// Layout (the per-type records are described in cpu/cpu.h, packed_impl.h and packed16_avx512.cpp):
+// rows in groups of G, the last group repeating its last row; record (g, b) of group g and block b
+// at offset (g * n_blocks + b) * packed_record_bytes(type, G). G = 8 for AVX2; under AVX-512 VNNI
+// every type is grouped by 16 rows ("x16", cpu/packed16_avx512.cpp): one 512-bit multiply-add per
+// 4-byte group and token covers a group.
 #pragma once
 
 #include <cstddef>
@@ -52,8 +53,7 @@ inline constexpr size_t kPackedQ8_0x16RecordBytes = 32 + 512;
 // (cpu/packed16_avx512.cpp).
 inline constexpr size_t kPackedQ5_0x16RecordBytes = 32 + 256 + 64;
 
-// Rows per record group of the packed copy that matmul runs on `isa`: 16 for Q8_0 records (Q8_0,
-// and Q4_0 widened to them) and Q5_0 under AVX-512 VNNI, else 8. QMatrix::packed_rows records which one a
+// Rows per record group of the packed copy that matmul runs on `isa`: 16 under AVX-512 VNNI, else 8. QMatrix::packed_rows records which one a
 // copy has; matmul uses a copy only where the two agree.
 int packed_group_rows(DType type, Isa isa);
 

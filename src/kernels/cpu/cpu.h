@@ -96,9 +96,8 @@ float scalar_dot(DType t, int64_t n_cols, const uint8_t* w_row, const uint8_t* a
 bool kernels_avx2(DType t, KernelSet* out);
 bool kernels_avx512(DType t, KernelSet* out);
 
-// Packed "x8" kernels (packed_impl.h: packed_avx2.cpp, and packed_avx512.cpp with VNNI) over
-// QMatrix::packed, rows [r0, r1) with r0 a multiple of 8: the gemm and the quantizer of the
-// activations it takes (int8 q; the x16 kernels below take the AVX-512 kernels' q + 128). Records
+// Packed "x8" kernels (packed_impl.h, packed_avx2.cpp) over QMatrix::packed, rows [r0, r1) with r0
+// a multiple of 8: the gemm and the quantizer of the activations it takes (int8 q). Records
 // (kernels/packed.h: rows in groups of 8, record (g, b) at (g * n_blocks + b) * 8 * block_bytes):
 //   Q8_0 (272 B): d[8] f16 (lane i = row i); for k = 0..7, 32 bytes: row i's int8 elements
 //                 4k..4k+3 at bytes 4i..4i+3
@@ -110,9 +109,8 @@ void gelu_table_mul_avx2(const float* table, const float* gate, const float* up,
 void gelu_table_mul_avx512(const float* table, const float* gate, const float* up, float* out, int64_t n);
 
 bool packed_kernels_avx2(DType t, KernelSet* out);
-bool packed_kernels_avx512(DType t, KernelSet* out);
-// The x16 layout of Q8_0 records (Q8_0, Q4_0) and Q5_0 (kernels/packed.h) under AVX-512 VNNI
-// (packed16_avx512.cpp), rows [r0, r1) with r0 a multiple of 16.
+// The x16 layout (kernels/packed.h) under AVX-512 VNNI (packed16_avx512.cpp), rows [r0, r1) with r0
+// a multiple of 16.
 bool packed16_kernels_avx512(DType t, KernelSet* out);
 
 // AMX-INT8 path for n_tokens >= amx_min_tokens(type) (gemm_amx.cpp; call only when amx_usable()).

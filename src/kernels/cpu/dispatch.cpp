@@ -120,9 +120,7 @@ Choice choose_kernels(const QMatrix& w, Isa isa) {
   Choice c;
   c.packed = w.packed && pack_supported(w.type, isa) && w.packed_rows == packed_group_rows(w.type, isa);
   if (c.packed) {
-    c.have = w.packed_rows == 16          ? cpu::packed16_kernels_avx512(w.type, &c.ks)
-             : isa == Isa::kAvx512 ? cpu::packed_kernels_avx512(w.type, &c.ks)
-                                   : cpu::packed_kernels_avx2(w.type, &c.ks);
+    c.have = w.packed_rows == 16 ? cpu::packed16_kernels_avx512(w.type, &c.ks) : cpu::packed_kernels_avx2(w.type, &c.ks);
     DSPARK_CHECK(c.have);
   }
   if (!c.have && isa == Isa::kAvx512) c.have = cpu::kernels_avx512(w.type, &c.ks);

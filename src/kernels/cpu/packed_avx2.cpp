@@ -10,7 +10,6 @@
 #include "kernels/cpu/keep_in_register.h"
 
 #define DSPARK_ISA_NS avx2p
-#define DSPARK_PACKED_S8_RECORDS  // Q8_0 / Q4_0 / Q5_0 records of 8 rows (packed_impl.h)
 
 namespace dspark::kernels::cpu::avx2p {
 

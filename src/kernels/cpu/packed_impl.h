@@ -1,5 +1,6 @@
-// Shared templates of the packed "x8" kernels (kernels/packed.h), included by packed_avx2.cpp and
-// packed_avx512.cpp only. Lanes = the 8 rows of a group: for each 4-element group k of a block, one
+// Templates of the packed "x8" kernels (kernels/packed.h), included by packed_avx2.cpp only (written
+// against accumulator types so that another 256-bit ISA could reuse them; AVX-512 runs 16-row
+// records, packed16_avx512.cpp). Lanes = the 8 rows of a group: for each 4-element group k of a block, one
 // multiply-add of the 8 rows' 4 weights (32 bytes) against the token's 4 activations broadcast
 // gives each row's partial sums in its own lane, so the exact int32 block sums need no transpose;
 // the f32 steps are the canonical ones (cpu.h), bitwise equal to qrows8 and the scalar kernels.
@@ -8,9 +9,7 @@
 // tile's independent FMA chains hide the latency of each one.
 //
 // The includer defines DSPARK_ISA_NS and, inside that namespace, accumulators of the per-lane
-// (per-row) sums of 4-byte-group dot products, each starting at zero (S8Acc, S8Rec and q5_signed
-// only where it defines DSPARK_PACKED_S8_RECORDS: the Q8_0 / Q4_0 / Q5_0 records of 8 rows, which
-// AVX2 runs; AVX-512 runs those types on x16 records, cpu/packed16_avx512.cpp):
+// (per-row) sums of 4-byte-group dot products, each starting at zero:
 //   U4Acc: add(u1, s1, u2, s2) adds u1.s1 + u2.s2 (u: unsigned weights, s: int8 activations; at
 //          most 4 adds between finishes for u <= 15, one for u <= 63); finish() -> int32 [8]
 //   S8Acc: int32 [8] sums of 4-byte-group products, add(k, x, y) (k = the step, 0..7, which an
@@ -79,7 +78,6 @@ struct PackQ4_1 {
   }
 };
 
-#ifdef DSPARK_PACKED_S8_RECORDS
 // Exact block sums of the 8 rows against NT tokens' 32 activations, the record's signed int8
 // weights of step k (8 rows x elements 4k..4k+3) given by step_weights(k): the ISA's S8Rec forms
 // them against each token (sign trick or biased activations). Q8_0 and Q5_0 records.
@@ -142,8 +140,6 @@ struct PackQ5_0 {
     for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 + 32 * k), weights(rec, k));
   }
 };
-
-#endif  // DSPARK_PACKED_S8_RECORDS
 
 // Q4_K record (kernels/packed.h): d[8] f16, dmin[8] f16, sc[8][8] u8, mp[4][8] i32, then per
 // sub-block j the nibbles as in a Q4_1 record. Canonical K4 step (cpu.h): I = sum_j sc_j * isum_j,
@@ -374,11 +370,9 @@ void gemm_packed(const QMatrix& wm, int64_t r0, int64_t r1, const uint8_t* act, 
 inline bool packed_kernel_set(DType t, KernelSet* out) {
   GemmFn g = nullptr;
   switch (t) {
-#ifdef DSPARK_PACKED_S8_RECORDS
     case DType::Q8_0:
     case DType::Q4_0: g = &gemm_packed<PackQ8_0>; break;
     case DType::Q5_0: g = &gemm_packed<PackQ5_0>; break;
-#endif
     case DType::Q4_K: g = &gemm_packed<PackQ4_K>; break;
     case DType::Q6_K: g = &gemm_packed<PackQ6_K>; break;
     case DType::Q4_1: g = &gemm_packed<PackQ4_1>; break;

@@ -57,12 +57,15 @@ TEST(Packed, SupportedTypesAndSize) {
   EXPECT_TRUE(pack_supported(DType::Q6_K, Isa::kAvx2));
   QMatrix w6{DType::Q6_K, 13, 512, nullptr, row_bytes(DType::Q6_K, 512)};
   EXPECT_EQ(packed_bytes(w6), (size_t)2 * 2 * kPackedQ6KRecordBytes);
-  // x16 Q8_0 records under AVX-512 VNNI only: 13 rows -> one group of 16.
+  // x16 records under AVX-512 VNNI only: 13 rows -> one group of 16.
   EXPECT_EQ(packed_bytes(w4, 16), (size_t)1 * 2 * kPackedQ8_0x16RecordBytes);
   EXPECT_EQ(packed_record_bytes(DType::Q8_0, 16), kPackedQ8_0x16RecordBytes);
   EXPECT_EQ(packed_group_rows(DType::Q8_0, Isa::kAvx2), 8);
   EXPECT_EQ(packed_group_rows(DType::Q5_0, Isa::kAvx512), amx_available() ? 8 : 16);
-  EXPECT_EQ(packed_group_rows(DType::Q4_1, Isa::kAvx512), 8);
+  EXPECT_EQ(packed_group_rows(DType::Q4_1, Isa::kAvx512), amx_available() ? 8 : 16);
+  EXPECT_EQ(packed_group_rows(DType::Q6_K, Isa::kAvx512), amx_available() ? 8 : 16);
+  EXPECT_EQ(packed_bytes(wk, 16), (size_t)1 * 2 * 2 * kPackedQ4KRecordBytes);  // x16: twice the x8 record
+  EXPECT_EQ(packed_bytes(w6, 16), (size_t)1 * 2 * 2 * kPackedQ6KRecordBytes);
   EXPECT_EQ(packed_bytes(w5, 16), (size_t)1 * 2 * kPackedQ5_0x16RecordBytes);
   EXPECT_EQ(packed_group_rows(DType::Q8_0, Isa::kAvx512), amx_available() ? 8 : 16);
   EXPECT_EQ(packed_group_rows(DType::Q4_0, Isa::kAvx512), amx_available() ? 8 : 16);
