@@ -248,9 +248,11 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   backbone_ran_ = false;
   // Scheduler state (Algorithm 1): expected tokens 1 + Σ a_j over the cost of verifying 1 + ℓ
   // tokens plus the backbone's cost once it has run.
-  // Sampled requests decide from constants (start-up tables), greedy ones from the online estimates.
-  const std::vector<double>& vms = sampled ? opt_.verify_ms : verify_ms_;
-  const double bb_ms = sampled && opt_.draft_ms > 0 ? opt_.draft_ms : draft_ms_;
+  // Sampled requests (and greedy ones under static_costs) decide from constants (start-up tables),
+  // greedy ones otherwise from the online estimates.
+  const bool constants = sampled || opt_.static_costs;
+  const std::vector<double>& vms = constants ? opt_.verify_ms : verify_ms_;
+  const double bb_ms = constants && opt_.draft_ms > 0 ? opt_.draft_ms : draft_ms_;
   const bool schedule = opt_.schedule && (int64_t)vms.size() >= (int64_t)n + 2;
   const bool gated = schedule && opt_.backbone_gate;
   bool gate_round = false;  // the backbone ran from slot 0 under the gate: commit() scores the round

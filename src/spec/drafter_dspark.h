@@ -65,6 +65,10 @@ struct DSparkOptions {
   // a request with a seed drafts (and samples) the same way every time: the start-up verify table
   // and this value (calibrate_draft_ms()). 0 = the online mean (decisions then follow timing).
   double draft_ms = 0;
+  // Greedy requests decide from the same constants (start-up verify table, calibrated draft_ms)
+  // instead of the online estimates, so two arms of an A/B differ by their algorithm, not by the
+  // timings each happened to observe.
+  bool static_costs = false;
   // Copy head (dspark/copy_head.h): slots with a prompt-lookup match take the copied token; the
   // backbone runs only when a slot has none. Its online acceptance estimate is the slot's c_k.
   bool copy = false;

@@ -68,11 +68,15 @@ const SpecKey kKeys[] = {
        c->threshold = t;
        return Status::ok();
      }},
-    {"draft-schedule", "dspark draft length: fixed (gamma / threshold), cost (expected tokens per ms of verify) or\n"
-                       "cost-gated (cost, and a round skips the network when recent network rounds were slower\n"
+    {"draft-schedule", "dspark draft length: fixed (gamma / threshold), cost (expected tokens per ms of verify),\n"
+                       "cost-static (cost, greedy requests too deciding from the start-up verify table and backbone\n"
+                       "time instead of online timings, as sampled ones always do: drafts do not follow timing noise)\n"
+                       "or cost-gated (cost, and a round skips the network when recent network rounds were slower\n"
                        "than plain decoding; measured slower than cost on SmolLM2, docs/DSPARK-ENGINE.md)",
      [](const SpecConfig& c) { return c.schedule; },
-     [](SpecConfig* c, const std::string& v) { return one_of(v, {"fixed", "cost", "cost-gated"}, &c->schedule); }},
+     [](SpecConfig* c, const std::string& v) {
+       return one_of(v, {"fixed", "cost", "cost-static", "cost-gated"}, &c->schedule);
+     }},
     {"draft-copy", "dspark copy head (prompt lookup in the sequential stage): auto (as the drafter's config\n"
                    "says), on, off, only (the copy head alone: the network never runs, a slot without a lookup\n"
                    "match ends the draft: the ablation arm for the network's part), or first (a match always takes\n"

@@ -38,7 +38,9 @@ std::optional<spec::SpecConfig> effective_spec(const SpecFlags& f, const std::st
   if (!shipped.empty()) {
     c.kind = "dspark";
     c.model = shipped;
-    if (!f.given.count("draft-schedule")) c.schedule = "cost";
+    // The cost-aware schedule from start-up costs: 1.07-1.10x the online-refined one for the copy
+    // head and 1.02-1.07x for the shipped drafter at T 0 (docs/RESULTS.md, session 15).
+    if (!f.given.count("draft-schedule")) c.schedule = "cost-static";
     return c;
   }
   if (!fallback_ngram) return std::nullopt;

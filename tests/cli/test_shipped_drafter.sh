@@ -32,7 +32,7 @@ def check(cond, what):
         ok = False
 spec = s.get("spec") or {}
 check(spec.get("shipped_default") is True, "default run did not mount the shipped drafter: %r" % spec.get("shipped_default"))
-check(spec.get("schedule") == "cost", "shipped drafter should use the cost-aware schedule")
+check(spec.get("schedule") == "cost-static", "shipped drafter should use the cost-aware schedule from start-up costs")
 check("copy_head" in (spec.get("drafter") or {}), "shipped drafter should run its copy head")
 check(not p.get("spec"), "--no-spec still reported speculation")
 check(s["text"] == p["text"], "greedy text differs with the shipped drafter:\n%r\n%r" % (s["text"], p["text"]))

@@ -2,7 +2,8 @@
 // (tests/goldens/dspark_synth/a_vanilla_conf_bf16): rounds whose recent backbone passes delivered
 // fewer tokens per ms than plain decoding skip the network, with probe rounds after 1, 2, 4, ...
 // skipped rounds; good rounds open it again. Which rounds run is all the gate changes: the tokens
-// of a round that runs are the same as without the gate.
+// of a round that runs are the same as without the gate. Also the schedule's static costs
+// (DSparkOptions::static_costs): greedy rounds then ignore the online verify timings.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -32,10 +33,12 @@ struct ZeroTaps {
   }
 };
 
-std::unique_ptr<DSparkDrafter> make(bool gate) {
+std::unique_ptr<DSparkDrafter> make(bool gate, bool static_costs = false) {
   DSparkOptions opt;
   opt.schedule = true;
   opt.backbone_gate = gate;
+  opt.static_costs = static_costs;
+  opt.draft_ms = 1.0;
   // A verify that costs the same for any window makes every confident slot worth drafting, so
   // the drafter drafts; the gate decides from what the rounds then deliver.
   opt.verify_ms.assign(kGamma + 2, 10.0);
@@ -112,6 +115,30 @@ TEST(BackboneGate, BeginResetsTheGate) {
     int64_t pos = start(*d);
     for (int r = 0; r < kWarmup; ++r) EXPECT_TRUE(round(*d, &pos, 0)) << "request " << req << " round " << r;
     EXPECT_FALSE(round(*d, &pos, 0)) << "request " << req << ": closed after the warm-up";
+  }
+}
+
+// Online verify timings that make every window longer than one token ruinous shorten greedy drafts
+// under the cost schedule, and change nothing under static costs (the start-up table decides).
+TEST(StaticCosts, GreedyDraftsIgnoreOnlineTimings) {
+  for (bool static_costs : {false, true}) {
+    auto d = make(false, static_costs);
+    ASSERT_TRUE(d);
+    int64_t pos = start(*d);
+    DraftRequest req;
+    req.pending = 7;
+    req.pos = pos;
+    req.max_n = kGamma;
+    DraftResult before, after;
+    ASSERT_TRUE(d->draft(req, &before).is_ok());
+    ASSERT_GT(before.tokens.size(), 0u) << "the flat start-up table drafts";
+    for (int i = 0; i < 200; ++i)
+      for (int n = 2; n <= kGamma + 1; ++n) d->observe_verify(n, 1000.0);
+    ASSERT_TRUE(d->draft(req, &after).is_ok());
+    if (static_costs)
+      EXPECT_EQ(after.tokens, before.tokens);
+    else
+      EXPECT_TRUE(after.tokens.empty()) << "online costs of 1 s per window: nothing is worth drafting";
   }
 }
 

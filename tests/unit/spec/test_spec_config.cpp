@@ -26,6 +26,14 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   ASSERT_TRUE(back) << back.message();
   EXPECT_EQ(*back, c);
   EXPECT_EQ(spec_keys().size(), 7u);
+  for (const char* sched : {"fixed", "cost", "cost-static", "cost-gated"}) {
+    std::string text = "draft-model=m,draft-schedule=";
+    text.append(sched);
+    auto s = parse_spec(text);
+    ASSERT_TRUE(s) << sched;
+    EXPECT_EQ(s->schedule, sched);
+    EXPECT_EQ(s->cost_schedule(), std::string(sched) != "fixed");
+  }
 }
 
 TEST(SpecConfig, DefaultsAndBase) {
