@@ -74,6 +74,10 @@ inline ActLayout act_layout(ActKind kind, int64_t n_cols) {
   return L;
 }
 
+// Two int16 values as one int32 (lo in the low half), the operand vpmaddwd pairs with two int16 weights:
+// the K-quant steps' bsums pairs (packed_impl.h, packed16_avx512.cpp).
+inline int32_t pack_i16_pair(int lo, int hi) { return (int32_t)((uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16)); }
+
 // Quantize one f32 row x[n_cols] into one packed activation row.
 using QuantizeFn = void (*)(const float* x, uint8_t* dst, const ActLayout& L);
 // y[t * ldy + r] = dot(W[r], act[t]) for r in [r0, r1), t in [0, n_tok).

@@ -191,8 +191,7 @@ struct RecQ4_K {
     const auto* bs = reinterpret_cast<const int16_t*>(act + L.off_bs) + 16 * b;
     __m512i m = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
-      const int s0 = bs[4 * k] + bs[4 * k + 1], s1 = bs[4 * k + 2] + bs[4 * k + 3];
-      const int32_t pair = (int32_t)((uint32_t)(uint16_t)s0 | ((uint32_t)(uint16_t)s1 << 16));
+      const int32_t pair = pack_i16_pair(bs[4 * k] + bs[4 * k + 1], bs[4 * k + 2] + bs[4 * k + 3]);
       m = _mm512_add_epi32(m, _mm512_madd_epi16(_mm512_loadu_si512(rec + 192 + 64 * k), _mm512_set1_epi32(pair)));
     }
     return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(load_f16x16(rec + 32), _mm512_set1_ps(da)), A);
@@ -240,7 +239,7 @@ struct RecQ6_K {
     const auto* bs = reinterpret_cast<const int16_t*>(act + L.off_bs) + 16 * b;
     __m512i m = _mm512_setzero_si512();
     for (int p = 0; p < 8; ++p) {
-      const int32_t pair = (int32_t)((uint32_t)(uint16_t)bs[2 * p] | ((uint32_t)(uint16_t)bs[2 * p + 1] << 16));
+      const int32_t pair = pack_i16_pair(bs[2 * p], bs[2 * p + 1]);
       m = _mm512_add_epi32(m, _mm512_madd_epi16(scales(rec, p), _mm512_set1_epi32(pair)));
     }
     const __m512i I = _mm512_sub_epi32(is, _mm512_slli_epi32(m, 5));

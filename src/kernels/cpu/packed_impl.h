@@ -178,8 +178,7 @@ struct PackQ4_K {
     const auto* bs = reinterpret_cast<const int16_t*>(act + L.off_bs) + 16 * b;
     __m256i m = _mm256_setzero_si256();
     for (int k = 0; k < 4; ++k) {
-      const int s0 = bs[4 * k] + bs[4 * k + 1], s1 = bs[4 * k + 2] + bs[4 * k + 3];
-      const int32_t pair = (int32_t)((uint32_t)(uint16_t)s0 | ((uint32_t)(uint16_t)s1 << 16));
+      const int32_t pair = pack_i16_pair(bs[4 * k] + bs[4 * k + 1], bs[4 * k + 2] + bs[4 * k + 3]);
       m = _mm256_add_epi32(m, _mm256_madd_epi16(load256(rec + 96 + 32 * k), _mm256_set1_epi32(pair)));
     }
     return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(load_f16x8(rec + 16), _mm256_set1_ps(da)), A);
@@ -222,7 +221,7 @@ struct PackQ6_K {
     const auto* bs = reinterpret_cast<const int16_t*>(act + L.off_bs) + 16 * b;
     __m256i m = _mm256_setzero_si256();
     for (int p = 0; p < 8; ++p) {
-      const int32_t pair = (int32_t)((uint32_t)(uint16_t)bs[2 * p] | ((uint32_t)(uint16_t)bs[2 * p + 1] << 16));
+      const int32_t pair = pack_i16_pair(bs[2 * p], bs[2 * p + 1]);
       const __m256i scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 16 + 16 * p)));
       m = _mm256_add_epi32(m, _mm256_madd_epi16(scp, _mm256_set1_epi32(pair)));
     }
