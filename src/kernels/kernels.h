@@ -32,7 +32,7 @@ struct QMatrix {
   // Optional row-interleaved copy of the same values (kernels/packed.h), used by matmul instead of
   // `data` where the ISA has a packed kernel for the type; the owner keeps it alive.
   const uint8_t* packed = nullptr;
-  int packed_rows = 8;  // rows per record group of `packed` (kernels/packed.h: 8, or 16 for x16 Q8_0 records)
+  int packed_rows = 8;  // rows per record group of `packed` (kernels/packed.h: 8, or 16 under AVX-512 VNNI)
 };
 
 // Per-caller state for matmul: ISA, threads and reusable scratch (no allocation in steady state).
