@@ -57,7 +57,7 @@ bool amx_available();
 void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy);
 
 // Which kernel matmul() runs for w with this isa (capped by the CPU's), for reports (--verbose):
-// kernel describes it ("packed x8 tiles, avx512-vnni", "avx2 tiles", "scalar reference: no SIMD
+// kernel describes it ("packed x16 tiles, avx512-vnni", "avx2 tiles", "scalar reference: no SIMD
 // kernel for this type"); simd is false for the scalar path. matmul() makes the same choice.
 struct MatmulPath {
   std::string kernel;
