@@ -38,7 +38,7 @@ constexpr int kMaxTileTokens = 8;  // 8 tokens' int32 chains + f32 accumulators 
 
 // Software prefetch into L2 of the weight stream for tiles of >= 2 tokens, this far ahead: with
 // several tokens per record the arithmetic no longer hides the DRAM latency by itself. LM head x 8
-// tokens (Zen 4, medians of 15 alternating runs): 4 KB into L1 ~6.9 ms, 8-32 KB into L2 5.5-6.1 ms,
+// tokens (Zen 4, medians of 15 alternating runs): 4 KB into L1 6.9-7.6 ms, 8-32 KB into L2 5.5-6.1 ms,
 // 64 KB 6.3 ms. Decode (1 token, bandwidth-bound) is left to the hardware prefetcher.
 constexpr size_t kPrefetchBytes = 16384;
 

@@ -20,7 +20,7 @@
 //   q5_signed(q4, m): 32 signed Q5_0 weights q - 16 from the low 4 bits q4 (bytes 0..15) and the
 //          fifth bits m (bit b for byte b)
 //   pin() on U4Acc and S8Acc: keep_in_register (keep_in_register.h) on the members;
-// constexpr int kMaxTileTokens (4 or 8): the most tokens of one register tile. Every record takes
+// constexpr int kMaxTileTokens (4): the most tokens of one register tile. Every record takes
 // the AVX2 quantizer's int8 q activations.
 // All integer sums are exact, so the accumulators may form them in any width, order or chains.
 #pragma once
@@ -299,21 +299,12 @@ void rows_x_tokens(const QMatrix& wm, int64_t rb, int64_t re, const uint8_t* a0,
 template <class P>
 void token_chunk(const QMatrix& wm, int64_t rb, int64_t re, const uint8_t* a0, const ActLayout& L, int64_t t0,
                  int64_t nt, float* y, int64_t ldy) {
-  static_assert(kMaxTileTokens == 4 || kMaxTileTokens == 8);
+  static_assert(kMaxTileTokens == 4);
   switch (nt) {
     case 1: rows_x_tokens<P, 1, 1>(wm, rb, re, a0, L, t0, y, ldy); return;
     case 2: rows_x_tokens<P, 1, 2>(wm, rb, re, a0, L, t0, y, ldy); return;
     case 3: rows_x_tokens<P, 1, 3>(wm, rb, re, a0, L, t0, y, ldy); return;
-    case 4: rows_x_tokens<P, 1, 4>(wm, rb, re, a0, L, t0, y, ldy); return;
-    default: break;
-  }
-  if constexpr (kMaxTileTokens == 8) {
-    switch (nt) {
-      case 5: rows_x_tokens<P, 1, 5>(wm, rb, re, a0, L, t0, y, ldy); return;
-      case 6: rows_x_tokens<P, 1, 6>(wm, rb, re, a0, L, t0, y, ldy); return;
-      case 7: rows_x_tokens<P, 1, 7>(wm, rb, re, a0, L, t0, y, ldy); return;
-      default: rows_x_tokens<P, 1, 8>(wm, rb, re, a0, L, t0, y, ldy); return;
-    }
+    default: rows_x_tokens<P, 1, 4>(wm, rb, re, a0, L, t0, y, ldy); return;
   }
 }
 
