@@ -12,6 +12,7 @@ CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
   accepts_.assign(kinds, 0.0);
   prior_tries_.assign(kinds, 2.0);
   prior_accepts_.assign(kinds, 1.0);
+  shadow_.assign(2 * kinds, ShadowCell{});
   if (!cfg_.prior_acceptance.empty()) {
     cfg_.explore_evaluations = 0;
     for (size_t n = 0; n < kinds && n < cfg_.prior_acceptance.size(); ++n) {
@@ -28,13 +29,28 @@ void CopyHead::begin(std::span<const int32_t> prompt) {
   std::fill(accepts_.begin(), accepts_.end(), 0.0);
   seq_.assign(prompt.begin(), prompt.end());
   committed_len_ = (int64_t)seq_.size();
-  drafted_src_.clear();
+  drafted_.clear();
+  resolve_pending_ = false;
 }
 
 void CopyHead::start_draft(int32_t pending) {
+  // The previous round's first rejected slot: the target's own token there is this pending token.
+  if (resolve_pending_) score(resolve_, pending);
+  resolve_pending_ = false;
   seq_.resize((size_t)committed_len_);
   seq_.push_back(pending);
-  drafted_src_.clear();
+  drafted_.clear();
+}
+
+void CopyHead::score(const Slot& s, int32_t target) {
+  const int kinds = cfg_.max_ngram + 1;
+  ShadowCell& c = shadow_[(size_t)((s.src_n > 0 ? 0 : 1) * kinds + std::clamp(s.copy_n, 0, cfg_.max_ngram))];
+  ++c.evaluated;
+  if (s.token == target) ++c.accepted;
+  if (s.alt >= 0) {
+    ++c.alt_seen;
+    if (s.alt == target) ++c.alt_right;
+  }
 }
 
 CopyProposal lookup_next(std::span<const int32_t> seq, int max_ngram, int min_ngram) {
@@ -66,9 +82,9 @@ void lookup_chain(std::span<const int32_t> history, int32_t pending, int n, int 
 
 CopyProposal CopyHead::propose() const { return lookup_next(seq_, cfg_.max_ngram, cfg_.min_ngram); }
 
-void CopyHead::push(int32_t token, int src_n) {
+void CopyHead::push(int32_t token, int src_n, int copy_n, int32_t alt) {
   seq_.push_back(token);
-  drafted_src_.push_back(src_n);
+  drafted_.push_back({token, src_n, copy_n < 0 ? src_n : copy_n, alt});
   if (src_n > 0) ++slots_proposed_;
   else ++drafter_slots_;
 }
@@ -88,15 +104,19 @@ bool CopyHead::commit(std::span<const int32_t> committed, int64_t pos) {
   // Slot i was evaluated by the target iff slots < i were all accepted; it was accepted iff
   // i < accepted. Later slots tell nothing about the copy head.
   const size_t accepted = committed.size() - 1;
-  for (size_t i = 0; i < drafted_src_.size() && i <= accepted; ++i) {
-    const int n = std::max(drafted_src_[i], 0);  // bucket 0: the drafter's own slots
+  for (size_t i = 0; i < drafted_.size() && i <= accepted; ++i) {
+    const int n = std::max(drafted_[i].src_n, 0);  // bucket 0: the drafter's own slots
     tries_[(size_t)n] += 1.0;
     if (i < accepted) {
       accepts_[(size_t)n] += 1.0;
       if (n > 0) ++slots_accepted_;
+      score(drafted_[i], drafted_[i].token);
+    } else {
+      resolve_ = drafted_[i];  // rejected: scored when the target's token arrives as the next pending
+      resolve_pending_ = true;
     }
   }
-  drafted_src_.clear();
+  drafted_.clear();
   seq_.resize((size_t)committed_len_);
   seq_.insert(seq_.end(), committed.begin(), committed.end());
   committed_len_ = (int64_t)seq_.size();
@@ -108,7 +128,16 @@ nlohmann::json CopyHead::stats() const {
   for (int n = cfg_.min_ngram; n <= cfg_.max_ngram; ++n)
     by_n.push_back({{"n", n}, {"evaluated", tries_[(size_t)n]}, {"accepted", accepts_[(size_t)n]},
                     {"confidence", confidence(n)}});
-  return {{"slots_copied", slots_proposed_}, {"slots_copied_accepted", slots_accepted_},
+  nlohmann::json shadow = nlohmann::json::array();
+  const int kinds = cfg_.max_ngram + 1;
+  for (int who = 0; who < 2; ++who)
+    for (int n = 0; n < kinds; ++n) {
+      const ShadowCell& c = shadow_[(size_t)(who * kinds + n)];
+      if (c.evaluated == 0) continue;
+      shadow.push_back({{"drafted_by", who == 0 ? "copy" : "drafter"}, {"copy_match", n}, {"evaluated", c.evaluated},
+                        {"accepted", c.accepted}, {"alt_seen", c.alt_seen}, {"alt_right", c.alt_right}});
+    }
+  return {{"shadow", shadow}, {"slots_copied", slots_proposed_}, {"slots_copied_accepted", slots_accepted_},
           {"slots_drafter", drafter_slots_}, {"drafter_slots_evaluated", tries_[0]},
           {"drafter_slots_accepted", accepts_[0]}, {"by_match_length", by_n}};
 }

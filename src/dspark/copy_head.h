@@ -61,8 +61,10 @@ class CopyHead {
   void start_draft(int32_t pending);
   CopyProposal propose() const;
   // Appends the token chosen for the slot; src_n = match length when it came from the copy head,
-  // 0 when it came from the drafter.
-  void push(int32_t token, int src_n);
+  // 0 when it came from the drafter. Diagnostics (stats()["shadow"]): copy_n = the match length the
+  // copy head had for this slot (0: none), alt = the token the other proposer would have put there
+  // (the copy's proposal under a drafter slot, the network's argmax under a copied one; -1: unknown).
+  void push(int32_t token, int src_n, int copy_n = -1, int32_t alt = -1);
   // Estimated conditional acceptance of a copied slot with match length n; n = 0: of a slot the
   // drafter filled (what a backbone pass is expected to earn before it is run).
   double confidence(int n) const;
@@ -82,7 +84,22 @@ class CopyHead {
   CopyHeadConfig cfg_;
   std::vector<int32_t> seq_;        // committed history, then (during a draft) pending + drafts
   int64_t committed_len_ = 0;
-  std::vector<int> drafted_src_;    // match length per drafted slot of the current draft (0: drafter)
+  struct Slot {
+    int32_t token;
+    int src_n;   // match length of a copied slot, 0: the drafter's
+    int copy_n;  // the copy head's match length at this slot (0: none)
+    int32_t alt; // the other proposer's token, -1: unknown
+  };
+  // Shadow counts, over this state's life, per [who drafted: 0 copy, 1 drafter][copy_n]: slots the
+  // target evaluated, of them accepted, with an alternative token, and alternatives that were right.
+  struct ShadowCell {
+    uint64_t evaluated = 0, accepted = 0, alt_seen = 0, alt_right = 0;
+  };
+  void score(const Slot& s, int32_t target);
+  std::vector<Slot> drafted_;       // the current draft's slots
+  bool resolve_pending_ = false;    // drafted_[0 of resolve_] awaits the target's token (the next pending)
+  Slot resolve_{};
+  std::vector<ShadowCell> shadow_;  // [2 * (max_ngram + 1)]
   std::vector<double> tries_, accepts_;  // per n [max_ngram + 1]; n = 0: the drafter's slots
   std::vector<double> prior_tries_, prior_accepts_;  // pseudo-counts per n
   uint64_t slots_proposed_ = 0, slots_accepted_ = 0, drafter_slots_ = 0;

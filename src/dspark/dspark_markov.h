@@ -58,6 +58,7 @@ class MarkovHead {
 
   const MarkovFastPathStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
+  void restore_stats(const MarkovFastPathStats& s) { stats_ = s; }
 
  private:
   const DSparkModel& m_;

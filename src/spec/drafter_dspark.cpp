@@ -152,7 +152,7 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
     ++gate_rounds_;
     gate_.pending = false;
   }
-  if (opt_.copy && !copy_.commit(committed, pos))
+  if (!copy_.commit(committed, pos))
     return Status::error("dspark drafter: copy head history out of step at position " + std::to_string(pos));
   if (model_->config().lookup_max_ngram > 0) history_.insert(history_.end(), committed.begin(), committed.end());
   return model_->append_context(ctx_, s_, taps);
@@ -185,6 +185,7 @@ nlohmann::json DSparkDrafter::stats() const {
                                             {"macs_done", f.macs_done}, {"macs_saved", f.macs_saved()}}},
                       {"draft_rounds", rounds_}, {"backbone_rounds", backbone_rounds_}};
   if (opt_.copy) j["copy_head"] = copy_.stats();
+  else j["copy_head_shadow"] = copy_.stats()["shadow"];
   if (opt_.schedule && opt_.backbone_gate)
     j["backbone_gate"] = {{"rounds_skipped", gate_skips_}, {"probes", gate_probes_}, {"gated_rounds", gate_rounds_}};
   return j;
@@ -209,6 +210,24 @@ void DSparkDrafter::run_backbone(int32_t anchor, int n_rows) {
   ++backbone_rounds_;
   draft_ms_ += (ms - draft_ms_) / (double)std::min<int64_t>(backbone_rounds_, 32);
   backbone_ran_ = true;
+}
+
+// The network's greedy token at slot k (Markov state prepared for it), without touching the
+// drafter's outputs or the fast path's counters; for the shadow statistics only.
+int32_t DSparkDrafter::shadow_argmax(int k) {
+  const int64_t vd = model_->draft_vocab();
+  const float* u_row = base_.data() + (size_t)k * (size_t)vd;
+  float* s_row = scores_.data() + (size_t)k * (size_t)vd;
+  int64_t j;
+  if (markov_.enabled()) {
+    const MarkovFastPathStats keep = markov_.stats();
+    bool full = true;
+    j = markov_.argmax(s_.mm, u_row, opt_.markov_fast_path, s_row, &full);
+    markov_.restore_stats(keep);
+  } else {
+    j = kernels::argmax(u_row, vd);
+  }
+  return model_->to_target(j);
 }
 
 // z_k = w·[h_k ; W1[prev_k]] + b (or w·h_k + b).
@@ -264,9 +283,8 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     }
     run_backbone(req.pending, n);
     gate_round = gated;
-  } else {
-    copy_.start_draft(req.pending);
   }
+  copy_.start_draft(req.pending);  // with the copy head off it still proposes, for stats()["shadow"]
   auto draft_cost = [&] { return backbone_ran_ ? bb_ms : 0.0; };
   double surv = 1.0, expected = 1.0, best_rate = schedule ? 1.0 / (draft_cost() + vms[1]) : 0.0;
 
@@ -284,7 +302,8 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     return (expected + a) / (bb_ms + vms[(size_t)k + 2]) > best_rate;
   };
   for (int k = 0; k < n; ++k) {
-    CopyProposal cp = opt_.copy ? copy_.propose() : CopyProposal{};
+    const CopyProposal seen = copy_.propose();  // the copy head's candidate, taken or not
+    CopyProposal cp = opt_.copy ? seen : CopyProposal{};
     const float* h_k = hidden_.data() + (size_t)k * (size_t)H;
     if (cp.token >= 0 && !opt_.copy_only && !opt_.copy_first &&
         copy_.schedule_confidence(cp.n) < copy_.schedule_confidence(0)) {
@@ -305,6 +324,8 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     if (cp.token >= 0) {
       // Copied slot: c_k is the copy head's estimate; the RNN Markov state still advances.
       if (backbone_ran_ && markov_.enabled()) markov_.prepare(prev, h_k, s_.mm);
+      // Shadow (diagnostics): what the network would have drafted here, when its pass has run.
+      const int32_t alt = backbone_ran_ && !sampled ? shadow_argmax(k) : -1;
       const double conf = copy_.confidence(cp.n);
       out->confidence.push_back((float)conf);
       if (opt_.threshold > 0.0f && conf < opt_.threshold) break;
@@ -319,7 +340,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       if (sampled) out->q[(size_t)k] = {{cp.token, 1.0f}};
       prev = cp.token;
       out->tokens.push_back(prev);
-      copy_.push(prev, cp.n);
+      copy_.push(prev, cp.n, cp.n, alt);
       taken = k + 1;
       continue;
     }
@@ -374,7 +395,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     }
     prev = model_->to_target(j);
     out->tokens.push_back(prev);
-    if (opt_.copy) copy_.push(prev, 0);
+    copy_.push(prev, 0, seen.n, seen.token);
     taken = k + 1;
   }
   last_slots_ = std::max<int>(taken, (int)out->confidence.size());

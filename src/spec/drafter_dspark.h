@@ -135,6 +135,7 @@ class DSparkDrafter : public Drafter {
  private:
   DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool);
   float confidence_logit(int slot, const float* w1_prev) const;
+  int32_t shadow_argmax(int slot);
   void run_backbone(int32_t anchor, int n_rows);
   bool gate_open(double serial_rate);
 

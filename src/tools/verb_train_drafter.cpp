@@ -49,6 +49,9 @@ int verb_train_drafter(int argc, char** argv) {
   args.add("--steps", &steps, "optimizer steps", 1, 100000000);
   args.add("--batch-seqs", &bseqs, "sequences per batch", 1, 4096);
   args.add("--anchors", &anchors, "anchor blocks per sequence", 1, 4096);
+  double copyable_w = 1.0;
+  args.add("--copyable-weight", &copyable_w, "loss weight of slots prompt lookup already drafts right (a match of\n"
+           ">= 2 tokens followed by the label); < 1 trains the network for the slots the copy head cannot fill", 0.0, 1.0);
   args.add("--lr", &lr, "peak learning rate", 1e-7, 1.0);
   args.add("--warmup", &warmup, "warmup share of the steps", 0.0, 1.0);
   args.add("--weight-decay", &wd, "AdamW weight decay", 0.0, 1.0);
@@ -124,6 +127,7 @@ int verb_train_drafter(int argc, char** argv) {
   o.steps = steps;
   o.batch_seqs = bseqs;
   o.anchors = anchors;
+  o.copyable_weight = (float)copyable_w;
   o.lr = lr;
   o.warmup = warmup;
   o.weight_decay = wd;

@@ -195,6 +195,13 @@ void Dataset::make_batch(Rng& rng, int64_t n_seqs, int64_t n_anchors, int64_t ga
         const int64_t row = a + k - P + 1;  // dist row of position a + k (predicts x_{a+k+1})
         b.dist_ids.push_back(valid ? sh.dist_ids(ref.seq) + row * out->top_k : nullptr);
         b.dist_probs.push_back(valid ? sh.dist_probs(ref.seq) + row * out->top_k : nullptr);
+        if (inputs.copyable_weight != 1.0f) {
+          // The copy head's proposal over the true history x_0 .. x_{a+k} (teacher forcing: earlier
+          // slots accepted), with matches of 2 tokens or more (its n = 1 copies are mostly wrong).
+          const net::CopyProposal cp =
+              valid ? net::lookup_next(std::span<const int32_t>(tok, (size_t)(a + k + 1)), 3, 2) : net::CopyProposal{};
+          b.weight.push_back(cp.token >= 0 && cp.token == b.label.back() ? inputs.copyable_weight : 1.0f);
+        }
       }
       out->blocks.push_back(std::move(b));
     }

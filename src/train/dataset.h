@@ -24,6 +24,10 @@ struct SeqRef {
 struct BlockInputs {
   int32_t mask_token_id = -1;   // < 0: leave TrainBlock::inputs empty ([x_a, MASK...] in DraftNet)
   int max_ngram = 0, min_ngram = 1;
+  // Loss weight of a slot that prompt lookup already gets right (the latest earlier occurrence of the
+  // last >= 2 true tokens is followed by the label: a copy head with a match of 2 or 3 drafts it).
+  // 1 = every slot alike; < 1 spends the network's training on what lookup cannot draft.
+  float copyable_weight = 1.0f;
 };
 BlockInputs block_inputs_of(const net::DSparkConfig& c);
 

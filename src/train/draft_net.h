@@ -32,6 +32,7 @@ struct TrainBlock {
   std::vector<int32_t> label;          // [γ] x_{a+k+1} target id, -1 = slot invalid (past the end)
   std::vector<const int32_t*> dist_ids;   // [γ] target top-k ids at position a+k (predicting the label)
   std::vector<const float*> dist_probs;   // [γ] their probabilities
+  std::vector<float> weight;           // [γ] loss-weight multiplier per slot; empty = 1 (BlockInputs::copyable_weight)
 };
 
 struct TrainBatch {

@@ -43,7 +43,7 @@ LossTerms DraftNet::loss_head(const TrainBatch& b, bool backward) {
   for (const TrainBlock& blk : b.blocks)
     for (int64_t k = 0; k < g; ++k)
       if (blk.label[k] >= 0) {
-        const double w = std::exp(-(double)k / 4.0);
+        const double w = std::exp(-(double)k / 4.0) * (blk.weight.empty() ? 1.0 : (double)blk.weight[k]);
         wsum += w;
         if (p_.t2d[(size_t)blk.label[k]] >= 0) wce += w;
       }
@@ -63,7 +63,7 @@ LossTerms DraftNet::loss_head(const TrainBatch& b, bool backward) {
     const double z_sum = kernels::exp_shift_sum(s, vd, s[best], 1.0f, p);
     const float inv = (float)(1.0 / z_sum);
     for (int64_t v = 0; v < vd; ++v) p[v] *= inv;
-    const double w = std::exp(-(double)k / 4.0);
+    const double w = std::exp(-(double)k / 4.0) * (blk.weight.empty() ? 1.0 : (double)blk.weight[k]);
     const int32_t lbl = p_.t2d[(size_t)blk.label[k]];
     double ce = 0;
     // log-sum-exp form: exact where p[lbl] underflows (a clamp there would make the loss flat while

@@ -142,7 +142,9 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Model& 
 
   for (int64_t step = start_step; step < o.steps; ++step) {
     Rng rng(o.seed * 0x9E3779B97F4A7C15ull + (uint64_t)step);  // resumable without stored RNG state
-    ds.make_batch(rng, o.batch_seqs, o.anchors, p.cfg.block_size, *cols, &batch, nullptr, block_inputs_of(p.cfg));
+    BlockInputs bin = block_inputs_of(p.cfg);
+    bin.copyable_weight = o.copyable_weight;
+    ds.make_batch(rng, o.batch_seqs, o.anchors, p.cfg.block_size, *cols, &batch, nullptr, bin);
     scale_taps(p.tap_scale, &batch);
     for (Param* q : params) std::fill(q->g.begin(), q->g.end(), 0.0f);
     const LossTerms lt = net.run(batch, true);

@@ -103,6 +103,46 @@ TEST(CopyHead, CalibratedPriorsAndNoExploration) {
   EXPECT_DOUBLE_EQ(h.confidence(2), 9.0 / 11.0);
 }
 
+TEST(CopyHead, ShadowScoresBothProposersAtEvaluatedSlots) {
+  CopyHead h({.max_ngram = 3, .min_ngram = 1});
+  h.begin(std::vector<int32_t>{1, 2, 3});
+  h.start_draft(4);
+  h.push(10, 3, 3, 11);  // copied (match 3); the network would have drafted 11
+  h.push(20, 0, 1, 21);  // the network's slot; the copy had 21 (match 1)
+  h.push(30, 0, 0, -1);  // the network's slot, no copy: no alternative
+  h.push(40, 2, 2, 41);  // never evaluated
+  // Slots 0 and 1 accepted, slot 2 rejected: the target's token there is the next pending (30 is wrong).
+  ASSERT_TRUE(h.commit(std::vector<int32_t>{4, 10, 20}, 3));
+  auto cells = h.stats()["shadow"];
+  ASSERT_EQ(cells.size(), 2u) << "the rejected slot waits for the target's token";
+  h.start_draft(31);
+  cells = h.stats()["shadow"];
+  ASSERT_EQ(cells.size(), 3u);
+  auto cell = [&](const std::string& by, int n) {
+    for (const auto& c : cells)
+      if (c["drafted_by"] == by && c["copy_match"] == n) return c;
+    ADD_FAILURE() << by << " " << n;
+    return nlohmann::json{};
+  };
+  EXPECT_EQ(cell("copy", 3)["evaluated"], 1u);
+  EXPECT_EQ(cell("copy", 3)["accepted"], 1u);
+  EXPECT_EQ(cell("copy", 3)["alt_seen"], 1u);
+  EXPECT_EQ(cell("copy", 3)["alt_right"], 0u);
+  EXPECT_EQ(cell("drafter", 1)["accepted"], 1u);
+  EXPECT_EQ(cell("drafter", 1)["alt_right"], 0u);
+  EXPECT_EQ(cell("drafter", 0)["evaluated"], 1u);
+  EXPECT_EQ(cell("drafter", 0)["accepted"], 0u);
+  EXPECT_EQ(cell("drafter", 0)["alt_seen"], 0u);
+  // A rejected slot whose alternative was the target's token.
+  h.push(7, 0, 2, 8);
+  ASSERT_TRUE(h.commit(std::vector<int32_t>{31}, 6));
+  h.start_draft(8);
+  cells = h.stats()["shadow"];
+  EXPECT_EQ(cell("drafter", 2)["evaluated"], 1u);
+  EXPECT_EQ(cell("drafter", 2)["accepted"], 0u);
+  EXPECT_EQ(cell("drafter", 2)["alt_right"], 1u);
+}
+
 TEST(CopyHead, CommitWithoutDraftAppends) {
   CopyHead h;
   h.begin(std::vector<int32_t>{4, 5});

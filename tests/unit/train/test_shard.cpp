@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "kernels/ops.h"
+#include "core/rng.h"
+#include "train/dataset.h"
 #include "train/prompts.h"
 #include "train/regen.h"
 #include "train/shard.h"
@@ -93,6 +95,67 @@ TEST(Shard, RejectsInconsistentSequence) {
   seqs[1].taps.pop_back();
   EXPECT_FALSE(write_shard(tmp_path("shard_bad.safetensors"), layout(), seqs).is_ok());
   EXPECT_FALSE(std::filesystem::exists(tmp_path("shard_bad.safetensors")));
+}
+
+// The copyable-slot weight (train-drafter --copyable-weight): a slot gets it exactly when the latest
+// earlier occurrence of its last 3 (else 2) true tokens is followed by its label.
+TEST(Dataset, CopyableSlotsGetTheirWeight) {
+  const std::string dir = tmp_path("copyable_ds");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  RegenSeq q;
+  q.prompt_index = 1;
+  q.prompt_len = 4;
+  q.tokens = {50, 51, 52, 53, 1, 2, 3, 9, 1, 2, 3, 9, 4, 1, 2, 5, 2, 3, 8, 1, 2, 3, 9, 6};
+  const int len = (int)q.tokens.size(), resp = len - q.prompt_len;
+  q.taps.assign((size_t)len * 16, 0x3f80);  // bf16 1.0
+  for (int i = 0; i < resp; ++i)
+    for (int j = 0; j < 3; ++j) {
+      q.dist_ids.push_back(q.tokens[(size_t)std::min(q.prompt_len + i + 1, len - 1)] + j);
+      q.dist_probs.push_back(j == 0 ? 0.8f : 0.1f);
+    }
+  ASSERT_TRUE(write_shard(dir + "/shard-00000.safetensors", layout(), std::vector<RegenSeq>{q}).is_ok());
+  auto ds = Dataset::open({dir}, 100, 0);
+  ASSERT_TRUE(ds.is_ok()) << ds.message();
+  const std::vector<int> cols = {0, 1};
+  // Independent rule: latest earlier start s of the last n tokens of x_0..x_p (n = 3, then 2).
+  auto copyable = [&](int64_t p, int32_t label) {
+    for (int n = 3; n >= 2; --n) {
+      if (p + 1 < n + 1) continue;
+      for (int64_t s = p - n; s >= 0; --s) {
+        bool eq = true;
+        for (int i = 0; i < n; ++i) eq = eq && q.tokens[(size_t)(s + i)] == q.tokens[(size_t)(p - n + 1 + i)];
+        if (eq) return q.tokens[(size_t)(s + n)] == label;
+      }
+    }
+    return false;
+  };
+  for (float w : {1.0f, 0.25f}) {
+    Rng rng(3);
+    TrainBatch b;
+    BlockInputs in;
+    in.copyable_weight = w;
+    ds->make_batch(rng, 4, 64, 4, cols, &b, nullptr, in);
+    int n_copyable = 0, n_other = 0;
+    for (const TrainBlock& blk : b.blocks) {
+      if (w == 1.0f) {
+        EXPECT_TRUE(blk.weight.empty()) << "weight 1: no per-slot weights";
+        continue;
+      }
+      ASSERT_EQ(blk.weight.size(), 4u);
+      for (int k = 0; k < 4; ++k) {
+        if (blk.label[(size_t)k] < 0) continue;
+        const bool c = copyable(blk.anchor + k, blk.label[(size_t)k]);
+        EXPECT_EQ(blk.weight[(size_t)k], c ? 0.25f : 1.0f) << "anchor " << blk.anchor << " slot " << k;
+        (c ? n_copyable : n_other)++;
+      }
+    }
+    if (w != 1.0f) {
+      EXPECT_GT(n_copyable, 0);
+      EXPECT_GT(n_other, 0);
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Prompts, OverlapIsRefused) {
