@@ -82,11 +82,9 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   else if (c.gamma > 0 && c.gamma < block)
     dopt.gamma = c.gamma;
   const net::DSparkConfig& cfg = (*d)->model().config();
-  dopt.copy = c.copy == "on" || c.copy == "only" || c.copy == "first" || c.copy == "prior" ||
-              (c.copy == "auto" && cfg.copy_head);
+  dopt.copy = c.copy == "on" || c.copy == "only" || c.copy == "first" || (c.copy == "auto" && cfg.copy_head);
   dopt.copy_only = c.copy == "only";
   dopt.copy_first = c.copy == "first";
-  dopt.confidence_arbiter = c.copy != "prior";
   dopt.copy_cfg.max_ngram = cfg.copy_max_ngram;
   dopt.copy_cfg.min_ngram = cfg.copy_min_ngram;
   dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;
@@ -136,7 +134,7 @@ Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRunti
   }
   for (const DrafterKind& k : kKinds) {
     if (kind != k.name) continue;
-    if (kind != "dspark" && (c.copy == "on" || c.copy == "only" || c.copy == "first" || c.copy == "prior"))
+    if (kind != "dspark" && (c.copy == "on" || c.copy == "only" || c.copy == "first"))
       return Status::error("draft-copy " + c.copy + " needs a DSpark drafter (the copy head is part of its sequential stage)");
     if (k.needs_model && c.model.empty()) return Status::error("draft-kind " + kind + " needs draft-model=PATH");
     return k.open(c, rt, target, pool);

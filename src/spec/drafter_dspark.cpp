@@ -230,15 +230,6 @@ int32_t DSparkDrafter::shadow_argmax(int k) {
   return model_->to_target(j);
 }
 
-// σ(z_k / T_k): the STS-calibrated probability that the network's token at slot k is accepted,
-// given the slots before it were (Markov state prepared for slot k).
-double DSparkDrafter::network_confidence(int slot) const {
-  const DSparkConfig& c = model_->config();
-  const float z = confidence_logit(slot, c.confidence_with_markov ? markov_.w1_row() : nullptr);
-  const float T = (size_t)slot < c.sts_temperatures.size() ? c.sts_temperatures[(size_t)slot] : 1.0f;
-  return (double)sigmoid(z / T);
-}
-
 // z_k = w·[h_k ; W1[prev_k]] + b (or w·h_k + b).
 float DSparkDrafter::confidence_logit(int slot, const float* w1_prev) const {
   const DSparkConfig& c = model_->config();
@@ -314,21 +305,10 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     const CopyProposal seen = copy_.propose();  // the copy head's candidate, taken or not
     CopyProposal cp = opt_.copy ? seen : CopyProposal{};
     const float* h_k = hidden_.data() + (size_t)k * (size_t)H;
-    bool prepared = false;  // the Markov state advanced to slot k (prepare() runs once per slot)
-    auto prepare = [&] {
-      if (!prepared && markov_.enabled()) markov_.prepare(prev, h_k, s_.mm);
-      prepared = true;
-    };
-    if (cp.token >= 0 && !opt_.copy_only && !opt_.copy_first) {
-      if (backbone_ran_ && c.confidence && opt_.confidence_arbiter) {
-        // The network's pass has run: its calibrated confidence for this very slot against the
-        // copy's estimate for its match length; the more likely token takes the slot.
-        prepare();
-        if (network_confidence(k) > copy_.schedule_confidence(cp.n)) cp = CopyProposal{};
-      } else if (copy_.schedule_confidence(cp.n) < copy_.schedule_confidence(0)) {
-        // The network's slots are expected to beat this copy: it takes the slot if its pass has run or pays.
-        if (backbone_ran_ || !schedule || backbone_pays(k)) cp = CopyProposal{};
-      }
+    if (cp.token >= 0 && !opt_.copy_only && !opt_.copy_first &&
+        copy_.schedule_confidence(cp.n) < copy_.schedule_confidence(0)) {
+      // The network is expected to beat this copy: it takes the slot if its pass has run or pays.
+      if (backbone_ran_ || !schedule || backbone_pays(k)) cp = CopyProposal{};
     }
     if (cp.token < 0 && opt_.copy_only) break;  // the copy head alone: no network slots
     if (cp.token < 0 && !backbone_ran_) {
@@ -343,7 +323,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     }
     if (cp.token >= 0) {
       // Copied slot: c_k is the copy head's estimate; the RNN Markov state still advances.
-      if (backbone_ran_) prepare();
+      if (backbone_ran_ && markov_.enabled()) markov_.prepare(prev, h_k, s_.mm);
       // Shadow (diagnostics): what the network would have drafted here, when its pass has run.
       const int32_t alt = backbone_ran_ && !sampled ? shadow_argmax(k) : -1;
       const double conf = copy_.confidence(cp.n);
@@ -364,7 +344,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       taken = k + 1;
       continue;
     }
-    prepare();
+    if (markov_.enabled()) markov_.prepare(prev, h_k, s_.mm);
     if (want_conf) {
       // confidence_with_markov implies r > 0 (DSparkConfig), so W1[prev] is prepared.
       const float* w1 = c.confidence_with_markov ? markov_.w1_row() : nullptr;

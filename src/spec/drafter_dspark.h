@@ -78,10 +78,6 @@ struct DSparkOptions {
   // explored count as 1) is below the drafter's own slots' estimate yields the slot to the
   // backbone, when a backbone pass pays (cost-aware schedule) or has already run.
   bool copy_first = false;
-  // With copy, once the backbone has run in a round: a copied slot yields to the network when the
-  // network's calibrated confidence for that slot (σ(z_k / T_k)) beats the copy's estimate for its
-  // match length. false (`draft-copy=prior`): the per-kind estimates decide, as before the backbone ran.
-  bool confidence_arbiter = true;
   CopyHeadConfig copy_cfg;
   bool int8_matmuls = false;  // load: DSparkLoadOptions::int8_matmuls
 };
@@ -140,7 +136,6 @@ class DSparkDrafter : public Drafter {
   DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool);
   float confidence_logit(int slot, const float* w1_prev) const;
   int32_t shadow_argmax(int slot);
-  double network_confidence(int slot) const;
   void run_backbone(int32_t anchor, int n_rows);
   bool gate_open(double serial_rate);
 

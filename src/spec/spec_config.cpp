@@ -79,12 +79,10 @@ const SpecKey kKeys[] = {
      }},
     {"draft-copy", "dspark copy head (prompt lookup in the sequential stage): auto (as the drafter's config\n"
                    "says), on, off, only (the copy head alone: the network never runs, a slot without a lookup\n"
-                   "match ends the draft: the ablation arm for the network's part), first (a match always takes\n"
-                   "its slot; on/auto let a copy whose estimated acceptance is below the network's yield the slot:\n"
-                   "once the network has run in a round, judged by its calibrated confidence for that slot), or\n"
-                   "prior (as on, judged by the per-kind acceptance estimates only)",
+                   "match ends the draft: the ablation arm for the network's part), or first (a match always takes\n"
+                   "its slot; on/auto let a copy whose estimated acceptance is below the network's yield the slot)",
      [](const SpecConfig& c) { return c.copy; },
-     [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "on", "off", "only", "first", "prior"}, &c->copy); }},
+     [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "on", "off", "only", "first"}, &c->copy); }},
     {"draft-quant", "dspark: auto (with AMX: convert an unquantized drafter once to the recommended rung,\n"
                     "cached beside it, docs/QUANT-FORMAT.md; without AMX: as int8), none (load it as given) or int8\n"
                     "(as given, matmul weights held as 8-bit copies in memory for the integer kernels)",

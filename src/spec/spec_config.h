@@ -29,7 +29,7 @@ struct SpecConfig {
   // from start-up costs only, DSparkOptions::static_costs) | cost-gated (Algorithm 1 with the
   // backbone gate, DSparkOptions::backbone_gate)
   std::string schedule = "fixed";
-  std::string copy = "auto";        // DSpark copy head: auto (as the config says) | on | off | only | first | prior
+  std::string copy = "auto";        // DSpark copy head: auto (as the config says) | on | off | only | first
   std::string quant = "auto";       // DSpark checkpoint: auto | none (as given) | int8 (runtime/draft_quant.h)
 
   bool cost_schedule() const { return schedule == "cost" || schedule == "cost-static" || schedule == "cost-gated"; }

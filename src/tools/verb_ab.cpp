@@ -60,7 +60,7 @@ int verb_ab(int argc, char** argv) {
       "SPEC is 'serial' or comma-separated drafter settings with generate's flag names (without --):\n"
       "  draft-kind=auto|ngram|draft-model|dspark, draft-model=PATH, num-draft-tokens=G (0 = the drafter's\n"
       "  default: a DSpark block, else 5), draft-threshold=T, draft-schedule=fixed|cost,\n"
-      "  draft-copy=auto|on|off|only|first|prior, draft-quant=none|auto (default none: the checkpoint as given)\n"
+      "  draft-copy=auto|on|off|only|first, draft-quant=none|auto (default none: the checkpoint as given)\n"
       "e.g. --a serial --b draft-kind=ngram,num-draft-tokens=3\n"
       "     --a draft-model=ckpt_v1 --b draft-model=ckpt_v2,draft-threshold=0.3");
   std::string backend;

@@ -310,43 +310,5 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
   }
 }
 
-// Once the backbone has run, a slot with a copy proposal goes to the more likely token: the network's
-// calibrated confidence for the slot against the copy's estimate (draft-copy=prior: estimates only).
-TEST(DraftNet, ConfidenceArbitratesCopiedSlots) {
-  auto f = make_fixture(1, 4, 4, 93);
-  net::TargetTables tables{f->qtable, f->qtable, kV, kH};
-  ThreadPool pool(1);
-  Rng rng(7);
-  std::vector<float> tap((size_t)(kV * kH));
-  for (float& x : tap) x = (float)normal(rng);
-  // Every token but the pending 0 occurs in the history, so slot 0 (no match) runs the backbone
-  // and every later slot has a copy proposal.
-  std::vector<int32_t> prompt;
-  for (int32_t t = 1; t < kV; ++t) prompt.push_back(t);
-  const spec::TapRows rows{{tap.data(), tap.data()}, (int64_t)prompt.size(), kH};
-  auto drafted = [&](float conf_bias, bool arbiter) {
-    f->p.conf_b.w[0] = conf_bias;
-    const std::string dir = ::testing::TempDir() + "dspark_arbiter";
-    std::filesystem::remove_all(dir);
-    EXPECT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
-    spec::DSparkOptions opt;
-    opt.copy = true;
-    opt.confidence_arbiter = arbiter;
-    opt.copy_cfg.prior_acceptance = {0.2, 0.322, 0.811, 0.97};
-    auto d = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
-    EXPECT_TRUE(d.is_ok()) << d.message();
-    EXPECT_TRUE(d.value()->begin(prompt, rows).is_ok());
-    spec::DraftResult out;
-    EXPECT_TRUE(d.value()->draft({0, (int64_t)prompt.size(), 4, {}, nullptr}, &out).is_ok());
-    EXPECT_EQ(out.tokens.size(), 4u);
-    EXPECT_TRUE(d.value()->last_backbone_ran());
-    return std::pair<uint64_t, uint64_t>(d.value()->stats()["copy_head"]["slots_copied"],
-                                         d.value()->stats()["copy_head"]["slots_drafter"]);
-  };
-  EXPECT_EQ(drafted(30.0f, true), (std::pair<uint64_t, uint64_t>(0, 4))) << "a confident network takes every slot";
-  EXPECT_EQ(drafted(-30.0f, true), (std::pair<uint64_t, uint64_t>(3, 1))) << "an unsure one yields slots 1-3";
-  EXPECT_EQ(drafted(30.0f, false), (std::pair<uint64_t, uint64_t>(3, 1))) << "prior 0.2 < 0.322: the copies stay";
-}
-
 }  // namespace
 }  // namespace dspark::train
