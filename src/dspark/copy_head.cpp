@@ -20,6 +20,16 @@ CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
       prior_accepts_[n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance[n], 0.0, 1.0);
     }
   }
+  greedy_accepts_ = sampled_accepts_ = prior_accepts_;
+  if (!cfg_.prior_acceptance.empty())
+    for (size_t n = 0; n < kinds && n < cfg_.prior_acceptance_sampled.size(); ++n)
+      sampled_accepts_[n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance_sampled[n], 0.0, 1.0);
+}
+
+void CopyHead::use_sampled_priors(bool sampled) {
+  if (sampled == sampled_) return;
+  sampled_ = sampled;
+  prior_accepts_ = sampled ? sampled_accepts_ : greedy_accepts_;
 }
 
 void CopyHead::begin(std::span<const int32_t> prompt) {

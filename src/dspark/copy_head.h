@@ -28,6 +28,9 @@ struct CopyHeadConfig {
   // (scripts/calibrate_copy_head.py on regen shards) and stored in the drafter's config; empty =
   // uninformed (0.5, worth 2 evaluations) plus exploration.
   std::vector<double> prior_acceptance;
+  // The same for requests sampled at temperature > 0 (acceptance there is the chance that the target's
+  // sampled token equals the draft; calibrated on sampled sequences). Empty = prior_acceptance.
+  std::vector<double> prior_acceptance_sampled;
   double prior_weight = 20.0;
   // Exploration (uninformed prior only): until a slot kind has been evaluated this many times, the
   // cost-aware schedule treats it as certain, so a pessimistic start cannot keep it from ever being
@@ -56,6 +59,9 @@ class CopyHead {
 
   // A new request: the committed history; the acceptance counts restart from the priors.
   void begin(std::span<const int32_t> prompt);
+  // Which priors the request's estimates start from: the sampled set (temperature > 0) or the
+  // greedy one. Call before its first draft (a request keeps one temperature).
+  void use_sampled_priors(bool sampled);
   // Start of a draft: the pending (anchor) token; proposals are then made over
   // history + pending + push()ed drafts.
   void start_draft(int32_t pending);
@@ -101,7 +107,9 @@ class CopyHead {
   Slot resolve_{};
   std::vector<ShadowCell> shadow_;  // [2 * (max_ngram + 1)]
   std::vector<double> tries_, accepts_;  // per n [max_ngram + 1]; n = 0: the drafter's slots
-  std::vector<double> prior_tries_, prior_accepts_;  // pseudo-counts per n
+  std::vector<double> prior_tries_, prior_accepts_;  // pseudo-counts per n (the active set)
+  std::vector<double> greedy_accepts_, sampled_accepts_;  // prior_accepts_ of each set
+  bool sampled_ = false;
   uint64_t slots_proposed_ = 0, slots_accepted_ = 0, drafter_slots_ = 0;
 };
 

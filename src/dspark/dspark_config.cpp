@@ -223,16 +223,21 @@ Result<DSparkConfig> parse_dspark_config(const std::string& text, const std::str
     DSPARK_RETURN_IF_ERROR(get("min_ngram", &c.copy_min_ngram));
     if (c.copy_min_ngram > c.copy_max_ngram)
       return f.fail("dspark_copy_head", "min_ngram exceeds max_ngram");
-    if (h.contains("prior_acceptance")) {
-      const auto& pa = h["prior_acceptance"];
+    auto priors = [&](const char* key, std::vector<double>* out) -> Status {
+      if (!h.contains(key)) return Status::ok();
+      const auto& pa = h[key];
+      const std::string field = std::string("dspark_copy_head.") + key;
       if (!pa.is_array() || (int64_t)pa.size() != c.copy_max_ngram + 1)
-        return f.fail("dspark_copy_head.prior_acceptance", "must be an array of max_ngram + 1 numbers (drafter, n = 1..)");
+        return f.fail(field, "must be an array of max_ngram + 1 numbers (drafter, n = 1..)");
       for (const auto& v : pa) {
         if (!v.is_number() || !(v.get<double>() >= 0.0 && v.get<double>() <= 1.0))
-          return f.fail("dspark_copy_head.prior_acceptance", "has an entry outside [0, 1]: " + v.dump());
-        c.copy_prior_acceptance.push_back(v.get<double>());
+          return f.fail(field, "has an entry outside [0, 1]: " + v.dump());
+        out->push_back(v.get<double>());
       }
-    }
+      return Status::ok();
+    };
+    DSPARK_RETURN_IF_ERROR(priors("prior_acceptance", &c.copy_prior_acceptance));
+    DSPARK_RETURN_IF_ERROR(priors("prior_acceptance_sampled", &c.copy_prior_acceptance_sampled));
     if (h.contains("prior_weight")) {
       if (!h["prior_weight"].is_number() || !(h["prior_weight"].get<double>() > 0.0))
         return f.fail("dspark_copy_head.prior_weight", "must be a positive number");

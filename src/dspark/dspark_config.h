@@ -47,6 +47,7 @@ struct DSparkConfig {
   bool copy_head = false;
   int copy_max_ngram = 3, copy_min_ngram = 1;
   std::vector<double> copy_prior_acceptance;  // [max_ngram + 1] (n = 0: the drafter's slots); empty = none
+  std::vector<double> copy_prior_acceptance_sampled;  // the same for temperature > 0; empty = copy_prior_acceptance
   double copy_prior_weight = 20.0;
   // dspark_lookup_input {"max_ngram", "min_ngram"} (extension E6): the block's MASK inputs are
   // replaced by prompt-lookup guesses. Slot k >= 1 gets the token that lookup chains from the anchor

@@ -88,6 +88,7 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   dopt.copy_cfg.max_ngram = cfg.copy_max_ngram;
   dopt.copy_cfg.min_ngram = cfg.copy_min_ngram;
   dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;
+  dopt.copy_cfg.prior_acceptance_sampled = cfg.copy_prior_acceptance_sampled;
   dopt.copy_cfg.prior_weight = cfg.copy_prior_weight;
   if (dopt.gamma != 0 || dopt.copy) {
     d = spec::DSparkDrafter::create((*d)->shared_model(), dopt, pool);

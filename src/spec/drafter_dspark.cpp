@@ -265,6 +265,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   const int64_t vd = model_->draft_vocab(), H = c.hidden_size;
   ++rounds_;
   backbone_ran_ = false;
+  copy_.use_sampled_priors(sampled);
   // Scheduler state (Algorithm 1): expected tokens 1 + Σ a_j over the cost of verifying 1 + ℓ
   // tokens plus the backbone's cost once it has run.
   // Sampled requests (and greedy ones under static_costs) decide from constants (start-up tables),

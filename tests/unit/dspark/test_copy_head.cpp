@@ -143,6 +143,20 @@ TEST(CopyHead, ShadowScoresBothProposersAtEvaluatedSlots) {
   EXPECT_EQ(cell("drafter", 2)["alt_right"], 1u);
 }
 
+TEST(CopyHead, SampledRequestsStartFromTheSampledPriors) {
+  CopyHead h({.max_ngram = 2, .min_ngram = 1, .prior_acceptance = {0.4, 0.3, 0.8},
+              .prior_acceptance_sampled = {0.25, 0.2, 0.5}, .prior_weight = 10});
+  EXPECT_DOUBLE_EQ(h.confidence(0), 0.4);
+  h.use_sampled_priors(true);
+  EXPECT_DOUBLE_EQ(h.confidence(0), 0.25);
+  EXPECT_DOUBLE_EQ(h.schedule_confidence(2), 0.5);
+  h.use_sampled_priors(false);
+  EXPECT_DOUBLE_EQ(h.confidence(2), 0.8);
+  CopyHead g({.max_ngram = 2, .min_ngram = 1, .prior_acceptance = {0.4, 0.3, 0.8}, .prior_weight = 10});
+  g.use_sampled_priors(true);
+  EXPECT_DOUBLE_EQ(g.confidence(0), 0.4) << "no sampled set: the greedy priors";
+}
+
 TEST(CopyHead, CommitWithoutDraftAppends) {
   CopyHead h;
   h.begin(std::vector<int32_t>{4, 5});

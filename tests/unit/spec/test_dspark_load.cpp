@@ -158,6 +158,10 @@ TEST_F(DSparkLoad, ConfigFieldErrors) {
       {"block_size", 0, "field 'block_size'"},
       {"mask_token_id", 192, "field 'mask_token_id'"},
       {"draft_vocab_size", 96, "field 'draft_vocab_size'"},
+      {"dspark_copy_head", json{{"max_ngram", 2}, {"prior_acceptance_sampled", json::array({0.2, 0.5})}},
+       "dspark_copy_head.prior_acceptance_sampled"},
+      {"dspark_copy_head", json{{"max_ngram", 1}, {"prior_acceptance_sampled", json::array({0.2, 1.5})}},
+       "dspark_copy_head.prior_acceptance_sampled"},
   };
   for (const Case& c : cases) {
     const std::string dir = copy_variant("a_vanilla_conf_bf16");
