@@ -103,8 +103,8 @@ class CopyHead {
   };
   void score(const Slot& s, int32_t target);
   std::vector<Slot> drafted_;       // the current draft's slots
-  bool resolve_pending_ = false;    // drafted_[0 of resolve_] awaits the target's token (the next pending)
-  Slot resolve_{};
+  bool resolve_pending_ = false;    // resolve_ awaits the target's token there (the next draft's pending)
+  Slot resolve_{};                  // the last draft's first rejected slot
   std::vector<ShadowCell> shadow_;  // [2 * (max_ngram + 1)]
   std::vector<double> tries_, accepts_;  // per n [max_ngram + 1]; n = 0: the drafter's slots
   std::vector<double> prior_tries_, prior_accepts_;  // pseudo-counts per n (the active set)
