@@ -146,8 +146,8 @@ void BM_Attention(benchmark::State& state) {
     state.SkipWithError("ISA not available");
     return;
   }
-  constexpr int kGroup = 3;
-  constexpr int64_t kHd = 64, kStride = 3 * kHd;
+  const int kGroup = state.range(2);
+  const int64_t kHd = state.range(3), kStride = state.range(4);
   dspark::Rng rng(11);
   std::vector<uint16_t> k((size_t)(n_keys * kStride)), v(k.size());
   for (size_t i = 0; i < k.size(); ++i) {
@@ -166,7 +166,7 @@ void BM_Attention(benchmark::State& state) {
                                                                     benchmark::Counter::kInvert);
   state.SetLabel(std::string("keys=") + std::to_string(n_keys) + " " + isa_name(isa));
 }
-BENCHMARK(BM_Attention)->ArgsProduct({{64, 512, 2048}, {0, 1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Attention)->ArgsProduct({{64, 512, 2048}, {0, 1, 2}, {3}, {64}, {192}})->ArgsProduct({{512}, {2}, {1, 2, 4}, {256}, {256}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 
 // Memory read bandwidth, the roofline of decode (every weight byte is read once per token): the

@@ -30,6 +30,16 @@ struct AttentionImpl {
     }
   }
 
+  // Software prefetch of n whole K or V rows (hd f16 each) from position pos on. In decode the cache
+  // was last touched a whole token ago, so its rows come from memory; the hardware prefetcher alone
+  // left the attention of one head group at ~3.7x its time on cache-resident rows (Gemma 3, 512 keys).
+  static void prefetch_rows(const uint16_t* base, const dspark::kernels::KvView& kv, int64_t pos, int64_t n, int64_t hd) {
+    for (int64_t i = 0; i < n; ++i) {
+      const char* row = reinterpret_cast<const char*>(base + ((pos + i) % kv.capacity) * kv.stride);
+      for (int64_t b = 0; b < hd * 2; b += 64) __builtin_prefetch(row + b, 0, 3);
+    }
+  }
+
   // scores[h * n_keys + j] = qh[h] . K[j] for heads h0..h0+G-1, KB keys at a time (G * KB <= 12
   // accumulators). Where V has reduce_w (W accumulators to W sums, each in V::reduce's order), a
   // block of W keys is reduced together; else each sum is reduced alone.
@@ -48,6 +58,7 @@ struct AttentionImpl {
     constexpr int kStep = kBlockReduce ? W : KB;
     int64_t j = 0;
     for (; j + kStep <= n_keys; j += kStep) {
+      prefetch_rows(kv.k, kv, first_pos + j + kStep, n_keys - j - kStep < kStep ? n_keys - j - kStep : kStep, hd);
       alignas(64) reg tile[G][kBlockReduce ? W : 1];  // [head][key in the block]
       for (int i0 = 0; i0 < kStep; i0 += KB) {
         const uint16_t* k[KB];
@@ -83,7 +94,9 @@ struct AttentionImpl {
     for (int g = 0; g < G; ++g)
       for (int b = 0; b < CB; ++b) acc[g][b] = V::zero();
     int64_t slot = first_pos % kv.capacity;
+    constexpr int64_t kAhead = 8;  // rows; the first pass brings whole rows, so the later passes hit L2
     for (int64_t j = 0; j < n_keys; ++j) {
+      if (c0 == 0 && j + kAhead < n_keys) prefetch_rows(kv.v, kv, first_pos + j + kAhead, 1, hd);
       const uint16_t* v = kv.v + slot * kv.stride + c0;
       reg pj[G];
       for (int g = 0; g < G; ++g) pj[g] = V::set1(p[(h0 + g) * n_keys + j]);
