@@ -11,25 +11,19 @@ CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
   tries_.assign(kinds, 0.0);
   accepts_.assign(kinds, 0.0);
   prior_tries_.assign(kinds, 2.0);
-  prior_accepts_.assign(kinds, 1.0);
+  prior_accepts_[0].assign(kinds, 1.0);
   shadow_.assign(2 * kinds, ShadowCell{});
   if (!cfg_.prior_acceptance.empty()) {
     cfg_.explore_evaluations = 0;
     for (size_t n = 0; n < kinds && n < cfg_.prior_acceptance.size(); ++n) {
       prior_tries_[n] = cfg_.prior_weight;
-      prior_accepts_[n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance[n], 0.0, 1.0);
+      prior_accepts_[0][n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance[n], 0.0, 1.0);
     }
   }
-  greedy_accepts_ = sampled_accepts_ = prior_accepts_;
+  prior_accepts_[1] = prior_accepts_[0];
   if (!cfg_.prior_acceptance.empty())
     for (size_t n = 0; n < kinds && n < cfg_.prior_acceptance_sampled.size(); ++n)
-      sampled_accepts_[n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance_sampled[n], 0.0, 1.0);
-}
-
-void CopyHead::use_sampled_priors(bool sampled) {
-  if (sampled == sampled_) return;
-  sampled_ = sampled;
-  prior_accepts_ = sampled ? sampled_accepts_ : greedy_accepts_;
+      prior_accepts_[1][n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance_sampled[n], 0.0, 1.0);
 }
 
 void CopyHead::begin(std::span<const int32_t> prompt) {
@@ -101,7 +95,7 @@ void CopyHead::push(int32_t token, int src_n, int copy_n, int32_t alt) {
 
 double CopyHead::confidence(int n) const {
   const size_t i = (size_t)std::clamp(n, 0, cfg_.max_ngram);
-  return (accepts_[i] + prior_accepts_[i]) / (tries_[i] + prior_tries_[i]);
+  return (accepts_[i] + prior_accepts_[sampled_][i]) / (tries_[i] + prior_tries_[i]);
 }
 
 double CopyHead::schedule_confidence(int n) const {

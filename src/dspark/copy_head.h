@@ -61,7 +61,7 @@ class CopyHead {
   void begin(std::span<const int32_t> prompt);
   // Which priors the request's estimates start from: the sampled set (temperature > 0) or the
   // greedy one. Call before its first draft (a request keeps one temperature).
-  void use_sampled_priors(bool sampled);
+  void use_sampled_priors(bool sampled) { sampled_ = sampled; }
   // Start of a draft: the pending (anchor) token; proposals are then made over
   // history + pending + push()ed drafts.
   void start_draft(int32_t pending);
@@ -107,9 +107,9 @@ class CopyHead {
   Slot resolve_{};                  // the last draft's first rejected slot
   std::vector<ShadowCell> shadow_;  // [2 * (max_ngram + 1)]
   std::vector<double> tries_, accepts_;  // per n [max_ngram + 1]; n = 0: the drafter's slots
-  std::vector<double> prior_tries_, prior_accepts_;  // pseudo-counts per n (the active set)
-  std::vector<double> greedy_accepts_, sampled_accepts_;  // prior_accepts_ of each set
-  bool sampled_ = false;
+  std::vector<double> prior_tries_;      // pseudo-counts per n
+  std::vector<double> prior_accepts_[2];  // per n: [0] greedy requests, [1] sampled ones
+  bool sampled_ = false;                  // which prior_accepts_ the estimates use
   uint64_t slots_proposed_ = 0, slots_accepted_ = 0, drafter_slots_ = 0;
 };
 
