@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <set>
 
+#include "kernels/attention_f32.h"
 #include "kernels/ops.h"
 #include "kernels/packed.h"
 #include "quant/bind.h"
@@ -299,7 +301,11 @@ void DSparkModel::init_scratch(DSparkScratch& s, ThreadPool* pool, int64_t ctx_r
   for (auto* v : {&s.gate, &s.up}) v->resize((size_t)(g * c.intermediate_size));
   const int n_threads = pool ? pool->size() : 1;
   s.scores.resize((size_t)n_threads);
-  for (auto& sc : s.scores) sc.reserve((size_t)(ctx_reserve + g));
+  for (auto& sc : s.scores) sc.reserve((size_t)((ctx_reserve + g) * g * (c.n_heads / c.n_kv_heads)));
+  s.attn_q.resize((size_t)n_threads);
+  s.attn_out.resize((size_t)n_threads);
+  for (auto& v : s.attn_q) v.reserve((size_t)(g * c.n_heads));
+  for (auto& v : s.attn_out) v.reserve((size_t)(g * c.n_heads));
   const size_t rows = (size_t)std::max<int64_t>(kCtxChunk, g);
   s.cos.resize(rows * (size_t)std::max<int64_t>(c.n_rot, 1));
   s.sin.resize(s.cos.size());
@@ -380,67 +386,39 @@ Status DSparkModel::append_context(DSparkContext& ctx, DSparkScratch& s, const m
   return Status::ok();
 }
 
-namespace {
-
-struct AttnJob {
-  const DSparkConfig* c;
-  const DSparkContext* ctx;
-  DSparkScratch* s;
-  int64_t layer;
-};
-
-// Block rows attend to every context row and every block row (no mask), scale 1.0, GQA.
-void attn_tasks(const AttnJob& j, int64_t t0, int64_t t1, std::vector<float>& sc) {
-  const DSparkConfig& c = *j.c;
-  const int64_t hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads, grp = nh / nkv, kd = nkv * hd;
-  const int64_t n_ctx = j.ctx->len, g = c.block_size, n_keys = n_ctx + g;
-  const float* kc = n_ctx ? j.ctx->k[(size_t)j.layer].data() : nullptr;
-  const float* vc = n_ctx ? j.ctx->v[(size_t)j.layer].data() : nullptr;
-  if ((int64_t)sc.size() < n_keys) sc.resize((size_t)n_keys);
-  for (int64_t task = t0; task < t1; ++task) {
-    const int64_t row = task / nh, head = task % nh, kvh = head / grp;
-    const float* q = &j.s->q[(size_t)((row * nh + head) * hd)];
-    auto key = [&](int64_t i) { return i < n_ctx ? kc + i * kd + kvh * hd : &j.s->k[(size_t)((i - n_ctx) * kd + kvh * hd)]; };
-    auto val = [&](int64_t i) { return i < n_ctx ? vc + i * kd + kvh * hd : &j.s->v[(size_t)((i - n_ctx) * kd + kvh * hd)]; };
-    float mx = -INFINITY;
-    for (int64_t i = 0; i < n_keys; ++i) {
-      const float* k = key(i);
-      float d = 0;
-      for (int64_t e = 0; e < hd; ++e) d += q[e] * k[e];
-      sc[(size_t)i] = d;
-      mx = std::max(mx, d);
-    }
-    double sum = 0;
-    for (int64_t i = 0; i < n_keys; ++i) {
-      sc[(size_t)i] = std::exp(sc[(size_t)i] - mx);
-      sum += sc[(size_t)i];
-    }
-    const float inv = (float)(1.0 / sum);
-    float* out = &j.s->attn[(size_t)((row * nh + head) * hd)];
-    std::fill(out, out + hd, 0.0f);
-    for (int64_t i = 0; i < n_keys; ++i) {
-      const float p = sc[(size_t)i] * inv;
-      const float* v = val(i);
-      for (int64_t e = 0; e < hd; ++e) out[e] += p * v[e];
-    }
-  }
-}
-
-}  // namespace
-
+// a = softmax(q·Kᵀ)·V of every block row and head over [context ; block] (no mask, scale 1.0, GQA).
+// Jobs are (K/V head, slice of its queries): a K/V head's γ·(n_heads/n_kv) queries share each key
+// row while it is loaded (kernels/attention_f32.h); slices keep both threads busy when there are
+// fewer K/V heads than threads (Gemma 3's drafter has one) or a count that does not divide.
 void DSparkModel::attention(const DSparkContext& ctx, DSparkScratch& s, int64_t layer) const {
-  const AttnJob job{&cfg_, &ctx, &s, layer};
-  const int64_t n_tasks = cfg_.block_size * cfg_.n_heads;
-  if (!s.pool || s.pool->size() <= 1 || n_tasks < 2) {
-    attn_tasks(job, 0, n_tasks, s.scores[0]);
-    return;
-  }
-  const AttnJob* jp = &job;
-  const int64_t* np = &n_tasks;
-  s.pool->run([jp, np](int t, int n) {  // two pointers: fits std::function's local storage
-    const int64_t per = (*np + n - 1) / n, t0 = std::min<int64_t>(*np, t * per), t1 = std::min<int64_t>(*np, t0 + per);
-    attn_tasks(*jp, t0, t1, jp->s->scores[(size_t)t]);
-  });
+  const DSparkConfig& c = cfg_;
+  const int64_t hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads, grp = nh / nkv, kd = nkv * hd, g = c.block_size;
+  const int64_t n_ctx = ctx.len, per_head = g * grp, n_keys = n_ctx + g;
+  const int64_t nt = s.pool ? s.pool->size() : 1;
+  const int64_t split = std::min<int64_t>(per_head, std::lcm(nkv, nt) / nkv), jobs = nkv * split;
+  auto job = [&](int ti, int n_workers) {
+    std::vector<float>& sc = s.scores[(size_t)ti];
+    std::vector<const float*>& qp = s.attn_q[(size_t)ti];
+    std::vector<float*>& op = s.attn_out[(size_t)ti];
+    for (int64_t idx = ti; idx < jobs; idx += n_workers) {
+      const int64_t kvh = idx / split, part = idx % split;
+      const int64_t j0 = per_head * part / split, j1 = per_head * (part + 1) / split;
+      qp.clear();
+      op.clear();
+      for (int64_t j = j0; j < j1; ++j) {  // query j of this K/V head: block row j / grp, head kvh * grp + j % grp
+        const size_t off = (size_t)(((j / grp) * nh + kvh * grp + j % grp) * hd);
+        qp.push_back(&s.q[off]);
+        op.push_back(&s.attn[off]);
+      }
+      if (sc.size() < (size_t)((j1 - j0) * n_keys)) sc.resize((size_t)((j1 - j0) * n_keys));
+      const kernels::F32Rows segs[2] = {
+          {n_ctx ? ctx.k[(size_t)layer].data() + kvh * hd : nullptr, n_ctx ? ctx.v[(size_t)layer].data() + kvh * hd : nullptr,
+           n_ctx, kd},
+          {&s.k[(size_t)(kvh * hd)], &s.v[(size_t)(kvh * hd)], g, kd}};
+      kernels::attention_f32(qp.data(), op.data(), j1 - j0, hd, segs, 2, sc.data());
+    }
+  };
+  if (s.pool && nt > 1 && jobs > 1) s.pool->run(job); else job(0, 1);
 }
 
 void DSparkModel::backbone(const DSparkContext& ctx, DSparkScratch& s, const int32_t* inputs, float* h_out) const {

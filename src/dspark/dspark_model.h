@@ -97,7 +97,9 @@ struct DSparkScratch {
   std::vector<float> taps, ctx, kraw;          // context projection chunk: [C, m*H], [C, H], [C, nKV*hd]
   std::vector<float> h, x, q, k, v, attn, o;   // block rows [γ, ...]
   std::vector<float> gate, up;                 // [γ, I]
-  std::vector<std::vector<float>> scores;      // per thread [ctx + γ]
+  std::vector<std::vector<float>> scores;      // per thread [queries of a job, ctx + γ]
+  std::vector<std::vector<const float*>> attn_q;  // per thread: a job's query rows (into q)
+  std::vector<std::vector<float*>> attn_out;      // per thread: their output rows (into attn)
   std::vector<double> cos, sin;                // [γ, hd/2] RoPE tables of the current rows
 };
 

@@ -5,14 +5,7 @@
 
 #include "core/f16.h"
 
-// Each hot loop gets an AVX-512, an AVX2 and a baseline clone; the loader picks one per CPU.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define DSPARK_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#define DSPARK_HAS_FLOAT16 1
-#else
-#define DSPARK_CLONES
-#define DSPARK_HAS_FLOAT16 0
-#endif
+#include "kernels/clones.h"  // each hot loop gets AVX-512, AVX2 and baseline clones
 
 namespace dspark::kernels {
 
@@ -91,7 +84,7 @@ void silu_mul_ref(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-DSPARK_CLONES void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+void gelu_tanh_mul_ref(const float* gate, const float* up, float* out, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   constexpr float kCoef = 0.044715f;
   for (int64_t i = 0; i < n; ++i) {

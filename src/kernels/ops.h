@@ -29,8 +29,11 @@ void rope_norm(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float b
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void silu_mul_ref(const float* gate, const float* up, float* out, int64_t n);
 
-// out[i] = gelu_tanh(gate[i]) * up[i];  [n] f32, exact f32 tanh (the plain oracle).
+// out[i] = gelu_tanh(gate[i]) * up[i];  [n] f32 (out may alias gate). Vectorised through libmvec's
+// tanhf (ops_fastmath.cpp, within a few ulp of std::tanh); the exact-f32 scalar oracle is
+// gelu_tanh_mul_ref. Elementwise, so batch-invariant. (The DSpark drafter's MLP.)
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+void gelu_tanh_mul_ref(const float* gate, const float* up, float* out, int64_t n);
 
 // GELU via a 65536-entry table indexed by the f16 bits of the input, as ggml's CPU path does
 // (input rounded to f16 for |x| < 10, result rounded to f16; 0 below -10, x above 10).

@@ -43,4 +43,17 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  constexpr float kCoef = 0.044715f;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    out[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x))) * up[i];
+  }
+}
+
 }  // namespace dspark::kernels

@@ -8,6 +8,7 @@
 
 #include "core/f16.h"
 #include "kernels/attention.h"
+#include "kernels/attention_f32.h"
 
 namespace dspark::kernels {
 namespace {
@@ -79,6 +80,56 @@ TEST(Attention, SingleKeyReturnsItsValue) {
   float s[1], out[16];
   attention_f16kv(detect_isa(), q, 1, 16, {k.data(), v.data(), 1, 16}, 0, 1, s, out);
   for (int i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(out[i], (float)i);
+}
+
+// The drafter's f32 attention: only the dot products' summation order differs from the
+// reference (16 lanes and a tree instead of left to right), ~1e-7 relative per score; 1e-5 of the
+// output's scale bounds it with room (softmax keeps the error relative).
+constexpr float kTolAttnF32Rel = 1e-5f;
+
+TEST(AttentionF32, MatchesReferenceOverTwoSegments) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0, 1);
+  for (int64_t hd : {16, 64, 70, 256}) {
+    for (int64_t n_q : {1, 5, 12, 28}) {
+      for (int64_t n_ctx : {0, 1, 37, 300}) {
+        for (int64_t n_blk : {1, 4, 7}) {
+          const int64_t stride = hd * 3;  // three heads per row; use head 2
+          std::vector<float> kc(std::max<int64_t>(n_ctx, 1) * stride), vc(kc.size()), kb(n_blk * stride), vb(kb.size());
+          for (auto* t : {&kc, &vc, &kb, &vb})
+            for (float& x : *t) x = nd(rng);
+          std::vector<float> q(n_q * hd), want(n_q * hd), got(n_q * hd, 123.0f), s((n_ctx + n_blk) * n_q);
+          for (float& x : q) x = nd(rng) * 0.2f;
+          std::vector<const float*> qp;
+          std::vector<float*> wp, gp;
+          for (int64_t j = 0; j < n_q; ++j) {
+            qp.push_back(&q[j * hd]);
+            wp.push_back(&want[j * hd]);
+            gp.push_back(&got[j * hd]);
+          }
+          const F32Rows segs[2] = {{kc.data() + 2 * hd, vc.data() + 2 * hd, n_ctx, stride},
+                                   {kb.data() + 2 * hd, vb.data() + 2 * hd, n_blk, stride}};
+          attention_f32_ref(qp.data(), wp.data(), n_q, hd, segs, 2, s.data());
+          attention_f32(qp.data(), gp.data(), n_q, hd, segs, 2, s.data());
+          float scale = 0;
+          for (float x : want) scale = std::max(scale, std::fabs(x));
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(got[i], want[i], kTolAttnF32Rel * scale)
+                << "hd " << hd << " n_q " << n_q << " ctx " << n_ctx << " block " << n_blk << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionF32, SingleKeyReturnsItsValue) {
+  const float k[4] = {1, 2, 3, 4}, v[4] = {5, -6, 7, 8}, q[4] = {0.1f, 0.2f, 0.3f, 0.4f};
+  const float* qp[1] = {q};
+  float out[4], s[1];
+  float* op[1] = {out};
+  const F32Rows segs[2] = {{nullptr, nullptr, 0, 4}, {k, v, 1, 4}};
+  attention_f32(qp, op, 1, 4, segs, 2, s);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], v[i]);
 }
 
 }  // namespace
