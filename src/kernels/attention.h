@@ -35,6 +35,10 @@ void attention_f16kv_avx2(const float* q, int n_q, int64_t head_dim, const KvVie
                           int64_t n_keys, float* scores, float* out);
 void attention_f16kv_avx512(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
                             int64_t n_keys, float* scores, float* out);
+// For the tests: the W horizontal sums of x ([W][W] f32, W = 8 / 16) by the kernel's block reduction
+// (block) and one at a time (single); the kernels rely on the two being equal bit for bit.
+void attention_reduce_w_avx2(const float* x, float* block, float* single);
+void attention_reduce_w_avx512(const float* x, float* block, float* single);
 }  // namespace cpu
 
 }  // namespace dspark::kernels

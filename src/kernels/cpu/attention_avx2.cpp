@@ -21,6 +21,7 @@ struct V256 {
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
   static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
+  static constexpr int kRegs = 16;  // architectural vector registers (values_group's budget)
   static float reduce(reg x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -77,6 +78,13 @@ struct V256 {
 #include "kernels/cpu/attention_impl.h"
 
 }  // namespace
+
+void attention_reduce_w_avx2(const float* x, float* block, float* single) {
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(x + 8 * i);
+  V256::reduce_w(r, block);
+  for (int i = 0; i < 8; ++i) single[i] = V256::reduce(r[i]);
+}
 
 void attention_f16kv_avx2(const float* q, int n_q, int64_t hd, const KvView& kv, int64_t first_pos, int64_t n_keys,
                           float* scores, float* out) {

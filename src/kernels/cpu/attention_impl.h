@@ -33,10 +33,15 @@ struct AttentionImpl {
   // Software prefetch of n whole K or V rows (hd f16 each) from position pos on. In decode the cache
   // was last touched a whole token ago, so its rows come from memory; the hardware prefetcher alone
   // left the attention of one head group at ~3.7x its time on cache-resident rows (Gemma 3, 512 keys).
+  // One division per call: a `%` per row cost more than the rows' dot products in cache-resident
+  // runs (SmolLM2's 64-wide heads).
   static void prefetch_rows(const uint16_t* base, const dspark::kernels::KvView& kv, int64_t pos, int64_t n, int64_t hd) {
+    if (n <= 0) return;
+    int64_t slot = pos % kv.capacity;
     for (int64_t i = 0; i < n; ++i) {
-      const char* row = reinterpret_cast<const char*>(base + ((pos + i) % kv.capacity) * kv.stride);
+      const char* row = reinterpret_cast<const char*>(base + slot * kv.stride);
       for (int64_t b = 0; b < hd * 2; b += 64) __builtin_prefetch(row + b, 0, 3);
+      if (++slot == kv.capacity) slot = 0;
     }
   }
 
@@ -95,8 +100,13 @@ struct AttentionImpl {
       for (int b = 0; b < CB; ++b) acc[g][b] = V::zero();
     int64_t slot = first_pos % kv.capacity;
     constexpr int64_t kAhead = 8;  // rows; the first pass brings whole rows, so the later passes hit L2
+    int64_t ahead = (first_pos + kAhead) % kv.capacity;  // slot of row j + kAhead
     for (int64_t j = 0; j < n_keys; ++j) {
-      if (c0 == 0 && j + kAhead < n_keys) prefetch_rows(kv.v, kv, first_pos + j + kAhead, 1, hd);
+      if (c0 == 0 && j + kAhead < n_keys) {
+        const char* row = reinterpret_cast<const char*>(kv.v + ahead * kv.stride);
+        for (int64_t b = 0; b < hd * 2; b += 64) __builtin_prefetch(row + b, 0, 3);
+      }
+      if (++ahead == kv.capacity) ahead = 0;
       const uint16_t* v = kv.v + slot * kv.stride + c0;
       reg pj[G];
       for (int g = 0; g < G; ++g) pj[g] = V::set1(p[(h0 + g) * n_keys + j]);
@@ -113,7 +123,11 @@ struct AttentionImpl {
   template <int G>
   static void values_group(const float* p, int h0, int64_t hd, const dspark::kernels::KvView& kv,
                            int64_t first_pos, int64_t n_keys, float* out) {
-    constexpr int CB = G >= 3 ? 3 : G == 2 ? 5 : 8;  // G * CB + G + 1 <= 16 registers
+    // Column chunks per pass over the V rows: G * CB accumulators + G broadcasts + a V chunk in the
+    // registers. AVX2 (16): 3 / 5 / 8 for G 3-4 / 2 / 1, as measured before; AVX-512 (32): up to 8,
+    // so SmolLM2's hd 64 takes one pass instead of two and Gemma 3's 256 three instead of six.
+    constexpr int kFit = (V::kRegs - G - 1) / G;
+    constexpr int CB = V::kRegs >= 32 ? (kFit < 8 ? kFit : 8) : (G >= 3 ? 3 : G == 2 ? 5 : 8);
     int64_t c = 0;
     for (; c + CB * W <= hd; c += CB * W) values_pass<G, CB>(p, h0, c, kv, first_pos, n_keys, hd, out);
     switch ((hd - c) / W) {  // the remaining chunks in one pass

@@ -82,6 +82,26 @@ TEST(Attention, SingleKeyReturnsItsValue) {
   for (int i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(out[i], (float)i);
 }
 
+// Blocks of keys are reduced W at a time and the tail one by one; a score's bits must not depend
+// on which (mixed magnitudes and signs, so any change of pairing shows).
+TEST(Attention, BlockReductionEqualsSingleReductionBitwise) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 1);
+  std::uniform_int_distribution<int> ex(-20, 20);
+  for (int trial = 0; trial < 200; ++trial) {
+    float x[256], block[16], single[16];
+    for (float& v : x) v = std::ldexp(nd(rng), ex(rng));
+    if (detect_isa() >= Isa::kAvx2) {
+      cpu::attention_reduce_w_avx2(x, block, single);
+      ASSERT_EQ(0, std::memcmp(block, single, 8 * sizeof(float))) << "avx2 trial " << trial;
+    }
+    if (detect_isa() >= Isa::kAvx512) {
+      cpu::attention_reduce_w_avx512(x, block, single);
+      ASSERT_EQ(0, std::memcmp(block, single, 16 * sizeof(float))) << "avx512 trial " << trial;
+    }
+  }
+}
+
 // The drafter's f32 attention: only the dot products' summation order differs from the
 // reference (16 lanes and a tree instead of left to right), ~1e-7 relative per score; 1e-5 of the
 // output's scale bounds it with room (softmax keeps the error relative).
