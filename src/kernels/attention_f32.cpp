@@ -76,32 +76,4 @@ void attention_f32(const float* const* q, float* const* out, int64_t n_q, int64_
   for (int s = 0, i0 = 0; s < n_segs; i0 += segs[s].n, ++s) values_pass(out, n_q, head_dim, segs[s], scores, n_keys, i0);
 }
 
-void attention_f32_ref(const float* const* q, float* const* out, int64_t n_q, int64_t head_dim, const F32Rows* segs,
-                       int n_segs, float* scores) {
-  const int64_t n_keys = total_keys(segs, n_segs);
-  auto row = [&](int64_t i, bool value) {
-    int s = 0;
-    while (i >= segs[s].n) i -= segs[s++].n;
-    return (value ? segs[s].v : segs[s].k) + i * segs[s].stride;
-  };
-  for (int64_t j = 0; j < n_q; ++j) {
-    float* sc = scores + j * n_keys;
-    for (int64_t i = 0; i < n_keys; ++i) {
-      const float* k = row(i, false);
-      float d = 0;
-      for (int64_t e = 0; e < head_dim; ++e) d += q[j][e] * k[e];
-      sc[i] = d;
-    }
-  }
-  softmax_rows(scores, n_q, n_keys);
-  for (int64_t j = 0; j < n_q; ++j) {
-    const float* p = scores + j * n_keys;
-    std::fill(out[j], out[j] + head_dim, 0.0f);
-    for (int64_t i = 0; i < n_keys; ++i) {
-      const float* v = row(i, true);
-      for (int64_t e = 0; e < head_dim; ++e) out[j][e] += p[i] * v[e];
-    }
-  }
-}
-
 }  // namespace dspark::kernels
