@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Reproduces the shipped DSpark drafter for gemma3-270m end to end, resumably:
+# Reproduces a target's DSpark drafter end to end, resumably (MODEL=gemma3-270m, the default: the
+# shipped drafter; MODEL=smollm2-135m: the SmolLM2 recipe of docs/TRAINING.md):
 #   1. regen: the target's answers to the training prompts. The token ids of the answers used for the
 #      shipped drafter are committed (data/regen-ids/); they are replayed first (teacher-forced
 #      forwards give byte-identical shards); REGEN_MORE=1 then decodes the prompts the ids do not
 #      cover (hours; stop any time, rerun to continue).
 #   2. train-drafter with the shipped recipe (fixed setup, lookup input), --resume.
-#   3. quantize-drafter with the shipped knapsack recipe.
+#   3. gemma3-270m: quantize-drafter with the shipped knapsack recipe (smollm2-135m serves its
+#      drafter as int8 copies made at load time, `draft-quant=auto`, so it has no step 3).
 # Every step prints progress and an ETA and picks up where a stopped run left off.
 #
 # Usage: scripts/train_default_drafter.sh PROMPTS.jsonl [WORK_DIR]
 #   PROMPTS.jsonl  the training prompts (one {"turns": ["..."]} per line; the shipped drafter used
 #                  the 19,778-prompt training set described in data/regen-ids/README.md)
 #   WORK_DIR       default work/default-drafter (ignored by git)
-# Environment: IDS (which committed ids to replay, default gemma3-270m-v2), REGEN_MORE=1 (decode beyond the committed ids), STEPS (default 900, the shipped drafter's), THREADS (default:
+# Environment: MODEL (gemma3-270m or smollm2-135m), IDS (which committed ids to replay, default
+# gemma3-270m-v2 / smollm2-135m-v1), REGEN_MORE=1 (decode beyond the committed ids), STEPS (default: the recipe's, 900 for gemma3-270m), THREADS (default:
 # all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,15 +28,28 @@ if [ ! -x "$bin" ]; then
   cmake --build --preset release -j "$(nproc)" --target dspark
 fi
 threads="${THREADS:-$(nproc)}"
+model="${MODEL:-gemma3-270m}"
+# Per target: the regen taps, the committed ids, the training recipe (docs/TRAINING.md).
+case "$model" in
+  gemma3-270m)
+    taps=1,4,7,10,13,16; ids_default=gemma3-270m-v2
+    train_flags=(--layers 1 --markov-rank 64 --draft-vocab 8192 --lookup-input 3 --steps "${STEPS:-900}" --lr 1e-3
+                 --batch-seqs 8 --anchors 32 --ckpt-every 300 --eval-seqs 16) ;;
+  smollm2-135m)
+    taps=1,6,11,16,21,26; ids_default=smollm2-135m-v1
+    train_flags=(--layers 2 --block 4 --markov-rank 64 --draft-vocab 8192 --lookup-input 3 --steps "${STEPS:-5000}"
+                 --lr 1e-3 --batch-seqs 8 --anchors 32 --ckpt-every 500 --eval-seqs 24) ;;
+  *) echo "train_default_drafter: MODEL=$model: no recipe (gemma3-270m or smollm2-135m)" >&2; exit 2 ;;
+esac
 mkdir -p "$work"
-"$bin" get gemma3-270m
+"$bin" get "$model"
 
 # The regen settings of the shipped data (a resumed or replayed run must repeat them exactly).
-regen=(regen -m gemma3-270m --prompts "$prompts" --taps 1,4,7,10,13,16 --top-k 32 --max-new 192 --batch 32
+regen=(regen -m "$model" --prompts "$prompts" --taps "$taps" --top-k 32 --max-new 192 --batch 32
        --sampled-share 0.2 --temp 0.7 --seed 1 --threads "$threads" --out "$work/regen")
 
 # IDS=gemma3-270m-v2 (default): the shipped drafter's 896 sequences; IDS=gemma3-270m-v3: 1,472 (a superset).
-ids_name="${IDS:-gemma3-270m-v2}"
+ids_name="${IDS:-$ids_default}"
 ids_xz=data/regen-ids/$ids_name.ids.safetensors.xz
 if [ -f "$ids_xz" ] && [ ! -f "$work/ids.done" ]; then
   echo "== 1a. replaying the committed token ids ($ids_xz)"
@@ -50,9 +66,12 @@ if [ -n "${REGEN_MORE:-}" ] || [ ! -f "$ids_xz" ]; then
 fi
 
 echo "== 2. training (resumable)"
-"$bin" train-drafter -m gemma3-270m --data "$work/regen" --out "$work/train" --taps 1,4,7,10,13,16 --layers 1 \
-  --markov-rank 64 --draft-vocab 8192 --lookup-input 3 --steps "${STEPS:-900}" --lr 1e-3 --batch-seqs 8 \
-  --anchors 32 --ckpt-every 300 --eval-seqs 16 --threads "$threads" --resume
+"$bin" train-drafter -m "$model" --data "$work/regen" --out "$work/train" --taps "$taps" "${train_flags[@]}" \
+  --threads "$threads" --resume
+if [ "$model" != gemma3-270m ]; then
+  echo "done: $work/train/drafter (serve it with --draft-model $work/train/drafter --draft-quant auto)"
+  exit 0
+fi
 
 echo "== 3. quantizing (knapsack recipe of the shipped drafter)"
 out="$work/drafter-mix3"

