@@ -33,8 +33,7 @@ struct AttentionImpl {
   // Software prefetch of n whole K or V rows (hd f16 each) from position pos on. In decode the cache
   // was last touched a whole token ago, so its rows come from memory; the hardware prefetcher alone
   // left the attention of one head group at ~3.7x its time on cache-resident rows (Gemma 3, 512 keys).
-  // One division per call: a `%` per row cost more than the rows' dot products in cache-resident
-  // runs (SmolLM2's 64-wide heads).
+  // One `%` per call, not one per row (an integer division per 128-byte row of SmolLM2's 64-wide heads).
   static void prefetch_rows(const uint16_t* base, const dspark::kernels::KvView& kv, int64_t pos, int64_t n, int64_t hd) {
     if (n <= 0) return;
     int64_t slot = pos % kv.capacity;
