@@ -6,8 +6,7 @@
 #      forwards give byte-identical shards); REGEN_MORE=1 then decodes the prompts the ids do not
 #      cover (hours; stop any time, rerun to continue).
 #   2. train-drafter with the shipped recipe (fixed setup, lookup input), --resume.
-#   3. gemma3-270m: quantize-drafter with the shipped knapsack recipe (smollm2-135m serves its
-#      drafter as int8 copies made at load time, `draft-quant=auto`, so it has no step 3).
+#   3. quantize-drafter: gemma3-270m with the shipped knapsack recipe, smollm2-135m affine 4-bit g64.
 # Every step prints progress and an ETA and picks up where a stopped run left off.
 #
 # Usage: scripts/train_default_drafter.sh PROMPTS.jsonl [WORK_DIR]
@@ -68,8 +67,11 @@ fi
 echo "== 2. training (resumable)"
 "$bin" train-drafter -m "$model" --data "$work/regen" --out "$work/train" --taps "$taps" "${train_flags[@]}" \
   --threads "$threads" --resume
-if [ "$model" != gemma3-270m ]; then
-  echo "done: $work/train/drafter (serve it with --draft-model $work/train/drafter --draft-quant auto)"
+if [ "$model" = smollm2-135m ]; then
+  echo "== 3. quantizing (affine 4-bit g64, as drafters/smollm2-135m)"
+  out="$work/drafter-a4"
+  [ -d "$out" ] || "$bin" quantize-drafter "$work/train/drafter" -m smollm2-135m --method affine --bits 4 --group 64 --out "$out"
+  echo "done: $out (the shipped folder also has its dspark_copy_head block; compare: dspark ab -m smollm2-135m --a draft-model=drafters/smollm2-135m --b draft-model=$out)"
   exit 0
 fi
 

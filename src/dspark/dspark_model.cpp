@@ -396,7 +396,7 @@ void DSparkModel::attention(const DSparkContext& ctx, DSparkScratch& s, int64_t 
   const int64_t n_ctx = ctx.len, per_head = g * grp, n_keys = n_ctx + g;
   const int64_t nt = s.pool ? s.pool->size() : 1;
   const int64_t split = std::min<int64_t>(per_head, std::lcm(nkv, nt) / nkv), jobs = nkv * split;
-  auto job = [&](int ti, int n_workers) {
+  auto body = [&](int ti, int n_workers) {
     std::vector<float>& sc = s.scores[(size_t)ti];
     std::vector<const float*>& qp = s.attn_q[(size_t)ti];
     std::vector<float*>& op = s.attn_out[(size_t)ti];
@@ -418,7 +418,12 @@ void DSparkModel::attention(const DSparkContext& ctx, DSparkScratch& s, int64_t 
       kernels::attention_f32(qp.data(), op.data(), j1 - j0, hd, segs, 2, sc.data());
     }
   };
-  if (s.pool && nt > 1 && jobs > 1) s.pool->run(job); else job(0, 1);
+  if (s.pool && nt > 1 && jobs > 1) {
+    const auto* bp = &body;
+    s.pool->run([bp](int t, int n) { (*bp)(t, n); });  // one pointer: fits std::function's local storage
+  } else {
+    body(0, 1);
+  }
 }
 
 void DSparkModel::backbone(const DSparkContext& ctx, DSparkScratch& s, const int32_t* inputs, float* h_out) const {

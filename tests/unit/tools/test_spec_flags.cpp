@@ -5,22 +5,26 @@
 
 #include <filesystem>
 
+#include "runtime/registry.h"
 #include "tools/spec_flags.h"
 
 namespace dspark::tools {
 namespace {
 
 TEST(SpecFlags, EachRegisteredTargetMountsItsShippedDrafter) {
-  for (const char* name : {"gemma3-270m", "smollm2-135m"}) {
-    const std::string file = name == std::string("gemma3-270m") ? "gemma-3-270m-q4_k_m.gguf" : "SmolLM2-135M-Instruct.Q4_1.gguf";
+  int shipped = 0;
+  for (const runtime::RegistryEntry& e : runtime::model_registry()) {
+    if (e.drafter.empty()) continue;
+    ++shipped;
     SpecFlags f;
-    const auto c = effective_spec(f, "/any/folder/" + file, /*fallback_ngram=*/true);
-    ASSERT_TRUE(c.has_value()) << name;
-    EXPECT_EQ(c->kind, "dspark") << name;
-    EXPECT_EQ(std::filesystem::path(c->model).filename().string(), name);
+    const auto c = effective_spec(f, "/any/folder/" + e.file_name, /*fallback_ngram=*/true);
+    ASSERT_TRUE(c.has_value()) << e.name;
+    EXPECT_EQ(c->kind, "dspark") << e.name;
+    EXPECT_EQ(std::filesystem::path(c->model).filename().string(), e.drafter);
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(c->model) / "config.json")) << c->model;
-    EXPECT_EQ(c->schedule, "cost-static") << name;
+    EXPECT_EQ(c->schedule, "cost-static") << e.name;
   }
+  EXPECT_EQ(shipped, 2);  // gemma3-270m and smollm2-135m
 }
 
 TEST(SpecFlags, UnknownTargetFallsBackToNgramOrNothing) {
