@@ -48,18 +48,24 @@ regen=(regen -m "$model" --prompts "$prompts" --taps "$taps" --top-k 32 --max-ne
        --sampled-share 0.2 --temp 0.7 --seed 1 --threads "$threads" --out "$work/regen")
 
 # IDS=gemma3-270m-v2 (default): the shipped drafter's 896 sequences; IDS=gemma3-270m-v3: 1,472 (a superset).
-ids_name="${IDS:-$ids_default}"
-ids_xz=data/regen-ids/$ids_name.ids.safetensors.xz
-if [ -f "$ids_xz" ] && [ ! -f "$work/ids.done" ]; then
+# IDS may list several files (space-separated) of one run, each continuing the ones before it
+# (regen --skip-ids); they are replayed in order into the same folder.
+any_ids=""
+for ids_name in ${IDS:-$ids_default}; do
+  ids_xz=data/regen-ids/$ids_name.ids.safetensors.xz
+  [ -f "$ids_xz" ] || { echo "train_default_drafter: IDS: $ids_xz: no such file" >&2; exit 2; }
+  any_ids=1
+  [ -f "$work/ids-$ids_name.done" ] && continue
+  [ "$ids_name" = "$ids_default" ] && [ -f "$work/ids.done" ] && continue  # a folder of the one-file version
   echo "== 1a. replaying the committed token ids ($ids_xz)"
   want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256_uncompressed"])' "data/regen-ids/$ids_name.manifest.json")
   xz -dc "$ids_xz" >"$work/ids.safetensors"
   have=$(sha256sum "$work/ids.safetensors" | cut -d' ' -f1)
   [ "$have" = "$want" ] || { echo "train_default_drafter: $ids_xz: sha256 $have, manifest says $want" >&2; exit 2; }
   "$bin" "${regen[@]}" --from-ids "$work/ids.safetensors"
-  touch "$work/ids.done"
-fi
-if [ -n "${REGEN_MORE:-}" ] || [ ! -f "$ids_xz" ]; then
+  touch "$work/ids-$ids_name.done"
+done
+if [ -n "${REGEN_MORE:-}" ] || [ -z "$any_ids" ]; then
   echo "== 1b. decoding the prompts the ids do not cover (stop any time; rerun to continue)"
   "$bin" "${regen[@]}"
 fi

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/threadpool.h"
@@ -87,7 +88,7 @@ int verb_regen(int argc, char** argv) {
   args.add("--n-prompts", &n_prompts, "use only the first N prompts (0 = all)", 0, INT64_MAX);
   args.add("--shard-size", &shard_size, "prompts per shard", 1, 1 << 20);
   add_threads_flag(args, &threads);
-  std::string export_ids, from_ids;
+  std::string export_ids, from_ids, skip_ids;
   bool prompt_text = false;
   args.add_flag("--prompt-text", &prompt_text, "distillation on the prompts themselves: no responses; every chat-templated\n"
                 "prompt is run teacher-forced (prefill speed) and each position after BOS gets its taps and the\n"
@@ -97,6 +98,9 @@ int verb_regen(int argc, char** argv) {
            "(no generation; the file is small enough to keep, see --from-ids)");
   args.add("--from-ids", &from_ids, "rebuild shards from an --export-ids file by teacher-forced target forwards\n"
            "(prefill speed) instead of decoding; --taps / --top-k may differ from the original run");
+  args.add("--skip-ids", &skip_ids, "leave out the shards an --export-ids file of the same settings covers: this\n"
+           "folder then continues that run without first rebuilding its shards (export this folder's ids\n"
+           "later; --from-ids replays both files into one folder)");
   add_json_flag(args, &json, "print a JSON summary on stdout");
   auto fail = [](const std::string& m, int code = kExitBadInput) {
     std::fprintf(stderr, "dspark regen: %s\n", m.c_str());
@@ -168,21 +172,34 @@ int verb_regen(int argc, char** argv) {
                              {"n_prompts", (int64_t)train->size()}, {"taps", *taps}, {"top_k", top_k},
                              {"max_new", max_new}, {"max_prompt_tokens", max_prompt}, {"sampled_share", share},
                              {"temp", temp}, {"seed", seed}, {"shard_size", shard_size}, {"chat_template", chat_setting}};
-  // A replay must use the ids of a run with the same prompts and generation settings.
-  train::IdsFile ids;
-  if (!from_ids.empty()) {
-    auto r = train::read_ids_file(from_ids, mc.n_vocab);
-    if (!r) return fail(r.message());
-    ids = std::move(r.value());
-    nlohmann::json orig = nlohmann::json::parse(ids.settings_json, nullptr, false);
-    if (orig.is_discarded() || !orig.is_object()) return fail(from_ids + ": metadata 'settings' is not JSON");
+  // A replay (or a run that continues another) must use the ids of a run with the same prompts and
+  // generation settings.
+  auto load_ids = [&](const std::string& path) -> Result<train::IdsFile> {
+    auto r = train::read_ids_file(path, mc.n_vocab);
+    if (!r) return r.status();
+    nlohmann::json orig = nlohmann::json::parse(r->settings_json, nullptr, false);
+    if (orig.is_discarded() || !orig.is_object()) return Status::error(path + ": metadata 'settings' is not JSON");
     for (const char* k : {"model", "prompts", "n_prompts", "max_new", "max_prompt_tokens", "sampled_share", "temp",
                           "seed", "shard_size", "chat_template"})
       if (orig.value(k, nlohmann::json()) != settings[k])
-        return fail(from_ids + ": setting '" + k + "' is " + orig.value(k, nlohmann::json()).dump() + ", this run has " +
-                    settings[k].dump() + " (use the flags of the run that wrote the ids)");
+        return Status::error(path + ": setting '" + k + "' is " + orig.value(k, nlohmann::json()).dump() +
+                             ", this run has " + settings[k].dump() + " (use the flags of the run that wrote the ids)");
+    return r;
+  };
+  train::IdsFile ids;
+  if (!from_ids.empty()) {
+    auto r = load_ids(from_ids);
+    if (!r) return fail(r.message());
+    ids = std::move(r.value());
     // Not a setting: replayed shards are byte for byte what decoding writes, so one folder may hold
     // both and a decode run may continue a replayed one.
+  }
+  std::set<int64_t> skip_prompts;  // --skip-ids: prompt indices another folder already holds
+  if (!skip_ids.empty()) {
+    if (!from_ids.empty()) return fail("--skip-ids and --from-ids exclude each other");
+    auto r = load_ids(skip_ids);
+    if (!r) return fail(r.message());
+    for (const auto& q : r->seqs) skip_prompts.insert(q.prompt_index);
   }
   if (prompt_text) {
     if (!from_ids.empty()) return fail("--prompt-text and --from-ids exclude each other");
@@ -250,14 +267,31 @@ int verb_regen(int argc, char** argv) {
       vbar.update((uint64_t)s + 1);
     }
   }
+  // --skip-ids: a shard whose every prompt the file covers is that run's, not this folder's.
+  std::vector<bool> skipped_shard(n_shards, false);
+  int64_t n_skipped_shards = 0;
+  if (!skip_prompts.empty())
+    for (int64_t s = 0; s < n_shards; ++s) {
+      if (done[s]) continue;
+      bool all = true;
+      for (int64_t i = s * shard_size; i < std::min<int64_t>((s + 1) * shard_size, (int64_t)jobs.size()) && all; ++i)
+        all = skip_prompts.count(jobs[i].prompt_index) > 0;
+      if (all) {
+        skipped_shard[s] = true;
+        ++n_skipped_shards;
+      }
+    }
+  if (n_skipped_shards > 0)
+    std::fprintf(stderr, "dspark regen: %lld shards left out (covered by %s)\n", (long long)n_skipped_shards,
+                 skip_ids.c_str());
   std::vector<train::RegenJob> todo;
   for (int64_t s = 0; s < n_shards; ++s)
-    if (!done[s])
+    if (!done[s] && !skipped_shard[s])
       for (int64_t i = s * shard_size; i < std::min<int64_t>((s + 1) * shard_size, (int64_t)jobs.size()); ++i)
         todo.push_back(jobs[i]);
   std::fprintf(stderr, "dspark regen: %zu prompts (%lld skipped as longer than %lld tokens), %lld shards: %lld done, %lld to do\n",
                jobs.size(), (long long)skipped, (long long)max_prompt, (long long)n_shards, (long long)n_done,
-               (long long)(n_shards - n_done));
+               (long long)(n_shards - n_done - n_skipped_shards));
 
   // Finished sequences wait per shard until the shard is complete.
   std::map<int64_t, int64_t> job_shard;  // prompt_index -> shard
@@ -283,6 +317,7 @@ int verb_regen(int argc, char** argv) {
     manifest["settings"] = settings;
     manifest["command"] = command;
     if (!from_ids.empty()) manifest["replayed_from_ids"] = fs::path(from_ids).filename().string();
+    if (!skip_ids.empty()) manifest["continues_ids"] = fs::path(skip_ids).filename().string();
     manifest["skipped_long_prompts"] = skipped;
     manifest["shards_total"] = n_shards;
     manifest["shards_done"] = (int64_t)shards.size();

@@ -49,6 +49,30 @@ done
 # A decode run continues a replayed folder (same settings): nothing left to do.
 "$bin" "${args[@]/$tmp\/r/$tmp/rr}" >"$tmp/cont.json" 2>/dev/null
 grep -q '"sequences_run":0' "$tmp/cont.json" || { echo "FAIL: decode did not accept the replayed shards"; cat "$tmp/cont.json"; exit 1; }
+# --skip-ids: a folder that continues another run's ids decodes only the shards they do not cover,
+# and replaying both ids files into one folder gives the single run's shards.
+mkdir "$tmp/part"
+cp "$tmp/r/shard-00000.safetensors" "$tmp/r/shard-00001.safetensors" "$tmp/part/"
+python3 - "$tmp/r/manifest.json" "$tmp/part/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["shards"] = m["shards"][:2]
+json.dump(m, open(sys.argv[2], "w"))
+PY
+"$bin" regen --out "$tmp/part" --export-ids "$tmp/part.ids" >/dev/null
+"$bin" "${args[@]/$tmp\/r/$tmp/rs}" --skip-ids "$tmp/part.ids" >"$tmp/skip.json" 2>"$tmp/skip.err" ||
+  { echo "FAIL: --skip-ids"; cat "$tmp/skip.err"; exit 1; }
+grep -q '2 shards left out' "$tmp/skip.err" || { echo "FAIL: --skip-ids left out no shards"; cat "$tmp/skip.err"; exit 1; }
+grep -q '"sequences_run":2' "$tmp/skip.json" || { echo "FAIL: --skip-ids decoded other than shard 2"; cat "$tmp/skip.json"; exit 1; }
+test ! -e "$tmp/rs/shard-00000.safetensors"
+cmp "$tmp/r/shard-00002.safetensors" "$tmp/rs/shard-00002.safetensors" || { echo "FAIL: --skip-ids shard differs"; exit 1; }
+"$bin" regen --out "$tmp/rs" --export-ids "$tmp/rest.ids" >/dev/null
+"$bin" "${args[@]/$tmp\/r/$tmp/r2}" --from-ids "$tmp/part.ids" >/dev/null 2>&1
+"$bin" "${args[@]/$tmp\/r/$tmp/r2}" --from-ids "$tmp/rest.ids" >/dev/null 2>&1
+for s in 0 1 2; do
+  cmp "$tmp/r/shard-0000$s.safetensors" "$tmp/r2/shard-0000$s.safetensors" ||
+    { echo "FAIL: shard $s replayed from two ids files differs"; exit 1; }
+done
 # An altered ids file and one from other settings are refused, naming the file / field; nothing is written.
 python3 - "$tmp/ids.safetensors" "$tmp/bad.safetensors" <<'PY'
 import sys
@@ -91,4 +115,4 @@ assert all(t["rms"] > 0 for t in d["tap_rms"])
 PY
 "$bin" generate -m "$model" -p "Count from 1 to 5." -n 8 --draft-model "$tmp/t/drafter" --json >"$tmp/gen.json" 2>"$tmp/gen.err" ||
   { echo "FAIL: the trained checkpoint does not load in generate"; cat "$tmp/gen.err"; exit 1; }
-echo "ok: regen resume (skip, redo damaged shard), manifest, ids export + bitwise replay, prompt text, train-drafter (fixed and legacy) -> loadable checkpoint, drafter-diag"
+echo "ok: regen resume (skip, redo damaged shard), manifest, ids export + bitwise replay, --skip-ids + two-file replay, prompt text, train-drafter (fixed and legacy) -> loadable checkpoint, drafter-diag"
