@@ -61,10 +61,11 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
     if (!has) return has.status();
     if (!*has) {
       return DraftQuantChoice{dir, true,
-                              "draft-quant auto: the " + rung + " kernels need " + rec["min_isa"].get<std::string>() +
-                                  ", this CPU lacks it: " + dir +
-                                  " is loaded with 8-bit matmul weights in memory instead (--draft-quant none for the "
-                                  "checkpoint as given)"};
+                              "draft-quant auto: this CPU has no " + rec["min_isa"].get<std::string>() +
+                                  ", which the recommended 4-bit drafter format (" + rung + ", " + rec_path +
+                                  ") needs to run fast; " + dir +
+                                  " is loaded with 8-bit copies of its matmul weights, the fastest here, whatever "
+                                  "its own format (--draft-quant none for the checkpoint as given)"};
     }
   }
   auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());
