@@ -1,12 +1,14 @@
 // Kernel benchmarks on the real matrix shapes of Gemma 3 270M and SmolLM2-135M: matvec (n_tokens = 1, reported as GB/s
 // of weight bytes) and matmul (n_tokens 8, 64, 512); attention of one query position over an f16 cache in
-// SmolLM2's layout (3 query heads per K/V head, head_dim 64, 3 K/V heads interleaved); memory read bandwidth
+// SmolLM2's layout (3 query heads per K/V head, head_dim 64, 3 K/V heads interleaved), cache-resident
+// (BM_Attention) and as a decode forward meets it, rows from memory (BM_AttentionCold); memory read bandwidth
 // (BM_ReadBandwidth: the decode roofline). Not a test.
 //   dspark_bench_kernels [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
 #include <immintrin.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <new>
@@ -168,6 +170,55 @@ void BM_Attention(benchmark::State& state) {
 }
 BENCHMARK(BM_Attention)->ArgsProduct({{64, 512, 2048}, {0, 1, 2}, {3}, {64}, {192}})->ArgsProduct({{512}, {2}, {1, 2, 4}, {256}, {256}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+
+// Attention as a decode forward meets it: SmolLM2's 30 layers of 3 K/V heads (3 query heads each,
+// head_dim 64, rows of 192 f16), n_tok query tokens of a verify window (each its own call, token t
+// seeing n_keys + t keys), and between layers 4 MB of other memory streamed through the caches, as a
+// layer's weights do, so the K/V rows come from memory. Only the attention calls are timed (manual
+// time), one thread. args: n_keys, n_tok.
+void BM_AttentionCold(benchmark::State& state) {
+  if (detect_isa() < Isa::kAvx2) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
+  const int64_t n_keys = state.range(0), n_tok = state.range(1);
+  constexpr int kLayers = 30, kHeadsKv = 3, kGroup = 3;
+  constexpr int64_t kHd = 64, kStride = kHeadsKv * kHd;
+  const int64_t cap = n_keys + n_tok;
+  dspark::Rng rng(12);
+  std::vector<std::vector<uint16_t>> k(kLayers), v(kLayers);
+  for (int l = 0; l < kLayers; ++l) {
+    k[l].resize((size_t)(cap * kStride));
+    v[l].resize(k[l].size());
+    for (size_t i = 0; i < k[l].size(); ++i) {
+      k[l][i] = dspark::fp32_to_fp16((float)(rng.uniform() * 2 - 1));
+      v[l][i] = dspark::fp32_to_fp16((float)(rng.uniform() * 2 - 1));
+    }
+  }
+  std::vector<uint8_t> flush((size_t)4 << 20, 1);
+  std::vector<float> q((size_t)(kGroup * kHd)), scores((size_t)(kGroup * cap)), out(q.size());
+  for (auto& x : q) x = (float)(rng.uniform() * 2 - 1) * 0.125f;
+  const Isa isa = detect_isa();
+  uint64_t sink = 0;
+  for (auto _ : state) {
+    double secs = 0;
+    for (int l = 0; l < kLayers; ++l) {
+      for (size_t i = 0; i < flush.size(); i += 64) sink += flush[i];
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t t = 0; t < n_tok; ++t)
+        for (int g = 0; g < kHeadsKv; ++g) {
+          const KvView view{k[l].data() + g * kHd, v[l].data() + g * kHd, cap, kStride};
+          attention_f16kv(isa, q.data(), kGroup, kHd, view, 0, n_keys + t, scores.data(), out.data());
+        }
+      secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      benchmark::DoNotOptimize(out.data());
+    }
+    state.SetIterationTime(secs);
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetLabel("30 layers x 3 K/V heads, " + std::to_string(n_tok) + " token(s) " + isa_name(isa));
+}
+BENCHMARK(BM_AttentionCold)->ArgsProduct({{128, 512}, {1, 4, 8}})->Unit(benchmark::kMicrosecond)->UseManualTime();
 
 // Memory read bandwidth, the roofline of decode (every weight byte is read once per token): the
 // threads of the pool each stream their half of a 512 MB buffer (far larger than any cache) with
