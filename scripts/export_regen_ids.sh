@@ -35,6 +35,8 @@ j = {
     "sha256_compressed": sha(xz),
     "sha256_uncompressed": sha(raw),
 }
+if "continues_ids" in m:  # a run made with --skip-ids: replay that file first
+    j["continues"] = m["continues_ids"]
 json.dump(j, open(out, "w"), indent=1)
 print(json.dumps({k: j[k] for k in ("sequences", "tokens", "response_tokens", "bytes_compressed")}))
 PY
