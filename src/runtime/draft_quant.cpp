@@ -110,6 +110,16 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
   return DraftQuantChoice{out.string(), false, {}};
 }
 
+std::string as_given_speed_note(const std::string& dir) {
+  if (kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available()) return "";
+  auto k = detect_draft_kind(dir);
+  if (!k || *k != "dspark") return "";
+  auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());
+  if (!qc || !qc->present) return "";
+  return dir + " is a quantized checkpoint, measured as given (draft-quant none); without AMX it drafts ~2x "
+               "slower than the 8-bit copies generate and serve mount (draft-quant=int8 measures those)";
+}
+
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
                                                  const std::string& mode, const model::Model& target,
                                                  const std::string& cache_dir, ThreadPool* pool) {

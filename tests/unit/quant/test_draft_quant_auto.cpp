@@ -69,6 +69,11 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   ASSERT_TRUE(q.is_ok());
   EXPECT_EQ(q->dir, a->dir);
   EXPECT_FALSE(q->int8);
+  // Measured as given (an A/B arm's default), a quantized checkpoint gets a speed remark on CPUs
+  // without AMX; an unquantized one never does.
+  const bool amx_cpu = kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available();
+  EXPECT_EQ(runtime::as_given_speed_note(a->dir).empty(), amx_cpu) << runtime::as_given_speed_note(a->dir);
+  EXPECT_EQ(runtime::as_given_speed_note(src), "");
   auto missing = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, (tmp / "none.json").string());
   EXPECT_FALSE(missing.is_ok()) << "a named recommendation file that does not exist is an error";
 
@@ -95,7 +100,7 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   if (kernels::detect_isa() < kernels::Isa::kAvx512) {
     EXPECT_EQ(high->dir, src);
     EXPECT_TRUE(high->int8);
-    EXPECT_NE(high->note.find("need avx512"), std::string::npos) << high->note;
+    EXPECT_NE(high->note.find("has no avx512"), std::string::npos) << high->note;
   } else {
     EXPECT_EQ(high->dir, a->dir);
     EXPECT_FALSE(high->int8);
