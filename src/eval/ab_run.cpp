@@ -145,10 +145,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
       spec::SpecConfig d = arm.spec.drafter;
       auto q = resolve_draft_quant_for(d.kind, d.model, d.quant, *lm.model, resolve_cache_dir(""), &pool);
       if (!q) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), q.message().c_str()); return kExitBadInput; }
-      if (!q->int8) {
-        if (const std::string note = as_given_speed_note(q->dir); !note.empty())
-          std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), note.c_str());
-      }
+      if (!q->note.empty()) std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), q->note.c_str());
       d.model = q->dir;
       d.quant = q->mode();
       DrafterRuntime rt{.n_ctx = set.n_ctx, .verify_ms = {}};

@@ -110,25 +110,25 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
   return DraftQuantChoice{out.string(), false, {}};
 }
 
-std::string as_given_speed_note(const std::string& dir) {
-  if (kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available()) return "";
-  auto k = detect_draft_kind(dir);
-  if (!k || *k != "dspark") return "";
-  auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());
-  if (!qc || !qc->present) return "";
-  return dir + " is a quantized checkpoint, measured as given (draft-quant none); without AMX it drafts ~2x "
-               "slower than the 8-bit copies generate and serve mount (draft-quant=int8 measures those)";
-}
-
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
                                                  const std::string& mode, const model::Model& target,
                                                  const std::string& cache_dir, ThreadPool* pool) {
   DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
   const DraftQuantChoice as_given{path, false, {}};
-  if (path.empty() || mode == "none" || (kind != "auto" && kind != "dspark" && !kind.empty())) return as_given;
+  if (path.empty() || (kind != "auto" && kind != "dspark" && !kind.empty())) return as_given;
   auto k = detect_draft_kind(path);
   if (!k || *k != "dspark") return as_given;  // errors are reported by make_drafter
   if (mode == "int8") return DraftQuantChoice{path, true, {}};
+  if (mode == "none") {
+    // A quantized checkpoint as given, on a CPU without AMX: ~2x slower per draft than its int8 copies
+    // (docs/RESULTS.md, 2026-12-03 and 2026-12-04), so an A/B of it is not what generate / serve mount.
+    auto qc = quant::read_quant_config((fs::path(path) / "config.json").string());
+    if (!qc || !qc->present || (kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available()))
+      return as_given;
+    return DraftQuantChoice{path, false,
+                            path + " is a quantized checkpoint, loaded as given (draft-quant none); without AMX it "
+                                   "drafts ~2x slower than the 8-bit copies generate and serve mount (draft-quant=int8)"};
+  }
   // Only a drafter that loads against this target is converted (make_drafter reports the rest).
   const model::ModelConfig& tc = target.config();
   net::TargetTables tables;

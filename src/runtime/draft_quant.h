@@ -28,7 +28,7 @@ namespace dspark::runtime {
 struct DraftQuantChoice {
   std::string dir;
   bool int8 = false;
-  std::string note;  // a remark on the choice (auto keeping int8 copies on a CPU its rung's kernels need more than), for --verbose
+  std::string note;  // a remark on the choice (int8 copies kept, or a slow checkpoint as given), for --verbose / ab
   std::string mode() const { return int8 ? "int8" : "none"; }  // the SpecConfig::quant that loads `dir` so
 };
 
@@ -38,11 +38,9 @@ struct DraftQuantChoice {
 Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::string& mode,
                                              const model::Model& target, const std::string& cache_dir,
                                              ThreadPool* pool, const std::string& recommendation = "");
-// For a DSpark checkpoint loaded as given (draft-quant none): a remark when it is quantized and this
-// CPU has no AMX, where such checkpoints drafted ~2x slower than their int8 copies (docs/RESULTS.md,
-// 2026-12-03 and 2026-12-04), so that an A/B of it is not read as what generate / serve mount; "" else.
-std::string as_given_speed_note(const std::string& dir);
 // The same for a drafter flag pair (--draft-kind, --draft-model): other kinds pass through as given.
+// With mode "none", a quantized DSpark checkpoint on a CPU without AMX gets a note saying it drafts
+// slower than the int8 copies the other modes load.
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
                                                  const std::string& mode, const model::Model& target,
                                                  const std::string& cache_dir, ThreadPool* pool);

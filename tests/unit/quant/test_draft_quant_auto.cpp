@@ -69,11 +69,18 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   ASSERT_TRUE(q.is_ok());
   EXPECT_EQ(q->dir, a->dir);
   EXPECT_FALSE(q->int8);
-  // Measured as given (an A/B arm's default), a quantized checkpoint gets a speed remark on CPUs
-  // without AMX; an unquantized one never does.
+  // Loaded as given (draft-quant none, an A/B arm's default), a quantized checkpoint gets a speed
+  // note on CPUs without AMX; an unquantized one never does.
   const bool amx_cpu = kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available();
-  EXPECT_EQ(runtime::as_given_speed_note(a->dir).empty(), amx_cpu) << runtime::as_given_speed_note(a->dir);
-  EXPECT_EQ(runtime::as_given_speed_note(src), "");
+  auto qn = runtime::resolve_draft_quant_for("dspark", a->dir, "none", **target, tmp.string(), &pool);
+  ASSERT_TRUE(qn.is_ok()) << qn.message();
+  EXPECT_EQ(qn->dir, a->dir);
+  EXPECT_FALSE(qn->int8);
+  EXPECT_EQ(qn->note.empty(), amx_cpu) << qn->note;
+  auto un = runtime::resolve_draft_quant_for("dspark", src, "none", **target, tmp.string(), &pool);
+  ASSERT_TRUE(un.is_ok()) << un.message();
+  EXPECT_EQ(un->dir, src);
+  EXPECT_EQ(un->note, "");
   auto missing = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, (tmp / "none.json").string());
   EXPECT_FALSE(missing.is_ok()) << "a named recommendation file that does not exist is an error";
 
