@@ -113,6 +113,29 @@ for k in ("heldout / taps", "heldout / taps zeroed", "heldout / taps shuffled", 
 assert [t["tap"] for t in d["tap_rms"]] == [2, 8]
 assert all(t["rms"] > 0 for t in d["tap_rms"])
 PY
+# --replay: the trainer's held-out measurement on any checkpoint, as given and with 8-bit copies.
+for q in none int8; do
+  "$bin" drafter-diag "$tmp/t/drafter" -m "$model" --data "$tmp/r" --heldout-mod 3 --replay 2 --draft-quant $q --json \
+    >"$tmp/replay-$q.json" 2>"$tmp/replay.err" || { echo "FAIL: drafter-diag --replay ($q)"; cat "$tmp/replay.err"; exit 1; }
+done
+python3 - "$tmp/replay-none.json" "$tmp/replay-int8.json" "$tmp/train.json" <<'PY'
+import json, sys
+a, b, t = (json.load(open(p)) for p in sys.argv[1:4])
+assert a["draft_quant"] == "none" and b["draft_quant"] == "int8", (a, b)
+for r in (a, b):
+    assert r["sequences"] >= 1 and r["rounds"] >= 1 and len(r["accept_by_pos"]) == 7, r
+    assert r["tau"] >= 1.0 and 0.0 <= r["acceptance"] <= 1.0, r
+# As given, the replay is the measurement train-drafter made of the same checkpoint (its last eval).
+h = t["heldout"]
+assert (a["rounds"], a["tau"], a["accept_by_pos"]) == (h["rounds"], h["tau"], h["accept_by_pos"]), (a, h)
+PY
+expect_fail_replay() {
+  if "$bin" drafter-diag "$tmp/t/drafter" -m "$model" --data "$tmp/r" --replay 2 "$@" >/dev/null 2>"$tmp/rbad.err"; then
+    echo "FAIL: drafter-diag --replay $* accepted"; exit 1
+  fi
+}
+expect_fail_replay --draft-quant int4
+grep -q "draft-quant" "$tmp/rbad.err" || { echo "FAIL: bad --draft-quant not named"; cat "$tmp/rbad.err"; exit 1; }
 "$bin" generate -m "$model" -p "Count from 1 to 5." -n 8 --draft-model "$tmp/t/drafter" --json >"$tmp/gen.json" 2>"$tmp/gen.err" ||
   { echo "FAIL: the trained checkpoint does not load in generate"; cat "$tmp/gen.err"; exit 1; }
-echo "ok: regen resume (skip, redo damaged shard), manifest, ids export + bitwise replay, --skip-ids + two-file replay, prompt text, train-drafter (fixed and legacy) -> loadable checkpoint, drafter-diag"
+echo "ok: regen resume (skip, redo damaged shard), manifest, ids export + bitwise replay, --skip-ids + two-file replay, prompt text, train-drafter (fixed and legacy) -> loadable checkpoint, drafter-diag (teacher-forced and --replay)"
