@@ -19,7 +19,7 @@ struct AbSettings {
   std::string model, prompts_file;
   int64_t max_tokens = 64, repeats = 1, threads = 1, n_ctx = 4096;
   sample::SamplerConfig sampler;  // seed: prompt i of a repeat uses seed + i (common to every arm)
-  bool chat = true, stop_at_eos = false;
+  bool chat = true, stop_at_eos = true;
   BootstrapOptions bootstrap;
   VerdictRule rule;
 };

@@ -115,7 +115,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   model::Session session(*lm.model, {.n_ctx = set.n_ctx, .max_batch = 512}, &pool);
   generate::GenerateParams gp;
   gp.max_tokens = (int32_t)set.max_tokens;
-  gp.ignore_eos = !set.stop_at_eos;  // default: fixed-length runs, so the arms do the same work
+  gp.ignore_eos = !set.stop_at_eos;  // default: stop at EOS, as a served request (--ignore-eos: fixed length)
   gp.sampler = set.sampler;
 
   // One drafter per arm, loaded before any timing; begin() resets it for every prompt.

@@ -46,7 +46,7 @@ int verb_ab(int argc, char** argv) {
   int64_t max_tokens = s.max_tokens, repeats = 1, threads = ThreadPool::default_threads(), n_ctx = s.n_ctx;
   int64_t n_boot = s.bootstrap.n_boot;
   double min_accept = s.rule.min_accept_delta_pts, min_speed = s.rule.min_speed_ratio;
-  bool no_chat = false, eos = false, verbose = false;
+  bool no_chat = false, ignore_eos = false, verbose = false;
   Args args(
       "dspark ab --a SPEC --b SPEC [--arm NAME=SPEC ...] [--prompts FILE] [--n-prompts N] [-n N]\n"
       "       [--temp T] [--top-k K] [--top-p P] [--min-p M] [--seed S] [--repeats R] [--json] [--markdown FILE] [--plot PNG]",
@@ -73,7 +73,10 @@ int verb_ab(int argc, char** argv) {
   args.add("--prompts", &opt.prompts, "JSONL with {category, turns: [text]}");
   args.add("--n-prompts", &opt.n_prompts, "prompts to run, round robin over categories; 0 = all", 0, 1000000);
   args.add("--max-tokens,-n", &max_tokens, "new tokens per prompt", 1, 1 << 16);
-  args.add_flag("--eos", &eos, "stop at end-of-sequence (default: exactly -n tokens, same work in every arm)");
+  args.add_flag("--ignore-eos", &ignore_eos,
+                "keep generating past end-of-sequence: exactly -n tokens per prompt (default: a prompt ends at its\n"
+                "EOS or after -n tokens, as a server request does; past EOS an instruction model writes text no\n"
+                "user sees and no drafter trained on)");
   args.add_flag("--no-chat", &no_chat, "feed prompts raw instead of chat-templated");
   add_sampler_flags(args, &sf, "seed of sampling (per prompt: seed + index) and of the bootstrap; at --temp 0\n"
                     "outputs must match across arms");
@@ -125,7 +128,7 @@ int verb_ab(int argc, char** argv) {
   s.threads = threads;
   s.n_ctx = n_ctx;
   s.chat = !no_chat;
-  s.stop_at_eos = eos;
+  s.stop_at_eos = !ignore_eos;
   s.bootstrap.n_boot = n_boot;
   s.bootstrap.seed = s.sampler.seed;
   s.rule = {.min_accept_delta_pts = min_accept, .min_speed_ratio = min_speed};

@@ -40,6 +40,17 @@ print("ok: tau %.2f, acceptance %.1f%%, speed ratio %.2f [%.2f, %.2f], verdict %
     b["tau"], 100 * b["acceptance"], c["speed_ratio"]["point"], c["speed_ratio"]["lo"], c["speed_ratio"]["hi"],
     "PASS" if c["verdict"]["pass"] else "FAIL"))
 PY
+# Default: a prompt ends at EOS or after -n tokens; --ignore-eos: exactly -n tokens in every arm.
+"$bin" ab -m "$model" --prompts "$tmp/prompts.jsonl" --no-chat -n 8 --bootstrap 200 --ignore-eos \
+  --a serial --b draft-kind=ngram,num-draft-tokens=3 --json >"$tmp/fixed.json" 2>>"$tmp/err"
+python3 - "$tmp/out.json" "$tmp/fixed.json" <<'PY' || fail=1
+import json, sys
+d, f = (json.load(open(p)) for p in sys.argv[1:3])
+assert d["stop_at_eos"] is True and f["stop_at_eos"] is False, (d["stop_at_eos"], f["stop_at_eos"])
+assert all(a["tokens"] <= 8 for p in d["per_prompt"] for a in p["arms"]), d["per_prompt"]
+assert all(a["tokens"] == 8 for p in f["per_prompt"] for a in p["arms"]), f["per_prompt"]
+print("ok: ab stops at EOS by default; --ignore-eos gives exactly -n tokens")
+PY
 exp_rc=$(python3 -c "import json,sys; print(0 if json.load(open(sys.argv[1]))['pass'] else 1)" "$tmp/out.json" 2>/dev/null)
 [ "$rc" = "$exp_rc" ] || { echo "FAIL exit code $rc does not match the verdict"; fail=1; }
 [ "$fail" -eq 0 ] || { sed 's/^/  | /' "$tmp/err" | tail -5; exit 1; }
