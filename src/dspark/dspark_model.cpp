@@ -75,13 +75,15 @@ Result<std::shared_ptr<const DSparkModel>> DSparkModel::load(const std::string& 
   m->quant_ = std::move(qc.value());
   m->st_ = std::make_unique<formats::SafetensorsModel>(std::move(st.value()));
   DSPARK_RETURN_IF_ERROR(m->bind(target, tables));
-  if (opt.int8_matmuls) {
+  if (opt.copy_bits != 0) {
+    if (opt.copy_bits != 8 && opt.copy_bits != 4)
+      return Status::error("dspark drafter: integer copies of " + std::to_string(opt.copy_bits) + " bits (8 or 4)");
     const kernels::Isa isa = kernels::detect_isa();
-    auto int8 = [&](quant::DraftMatrix& w) { w = quant::DraftMatrix::int8_copy(w, isa, &m->owned_); };
-    int8(m->w_.fc);
-    if (!m->w_.lm_head_from_target) int8(m->w_.lm_head);
+    auto copy = [&](quant::DraftMatrix& w) { w = quant::DraftMatrix::integer_copy(w, opt.copy_bits, isa, &m->owned_); };
+    copy(m->w_.fc);
+    if (!m->w_.lm_head_from_target) copy(m->w_.lm_head);
     for (DSparkLayer& L : m->w_.layers)
-      for (quant::DraftMatrix* w : {&L.wq, &L.wk, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) int8(*w);
+      for (quant::DraftMatrix* w : {&L.wq, &L.wk, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) copy(*w);
   }
   return std::shared_ptr<const DSparkModel>(std::move(m));
 }

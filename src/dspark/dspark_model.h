@@ -105,10 +105,11 @@ struct DSparkScratch {
 
 // How the weights are held after loading.
 struct DSparkLoadOptions {
-  // fc, the layers' matrices and a drafter-owned LM head as 8-bit copies (DraftMatrix::int8_copy)
-  // for the integer matmul kernels: on CPUs without fast kernels for the 4-bit drafter formats
-  // (AVX2) this is the fast form (docs/RESULTS.md). Gather tables and the Markov head stay as given.
-  bool int8_matmuls = false;
+  // 8 or 4: fc, the layers' matrices and a drafter-owned LM head as Q8_0 / Q4_1 copies
+  // (DraftMatrix::integer_copy) for the integer matmul kernels: on CPUs without fast kernels for
+  // the 4-bit drafter formats (no AMX) this is the fast form (docs/RESULTS.md). Gather tables and
+  // the Markov head stay as given. 0 = every matrix as given.
+  int copy_bits = 0;
 };
 
 class DSparkModel {

@@ -14,9 +14,9 @@ using train::Shard;
 
 Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::Model& target, const Dataset& ds,
                                    int64_t max_seqs, int gamma, float threshold, bool record_confidence,
-                                   ThreadPool* pool, bool int8_matmuls) {
+                                   ThreadPool* pool, int copy_bits) {
   spec::DSparkOptions opt;
-  opt.int8_matmuls = int8_matmuls;
+  opt.copy_bits = copy_bits;
   opt.gamma = gamma;
   opt.threshold = threshold;
   opt.report_confidence = record_confidence;

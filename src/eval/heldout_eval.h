@@ -17,10 +17,10 @@
 namespace dspark::eval {
 
 // Runs up to max_seqs held-out greedy sequences (temperature 0 only). gamma 0 = block size.
-// int8_matmuls: mount the drafter's matrices as the 8-bit copies serving uses without AMX
-// (spec::DSparkOptions::int8_matmuls); off = the checkpoint as given.
+// copy_bits 8 / 4: mount the drafter's matrices as the integer copies serving uses without AMX
+// (spec::DSparkOptions::copy_bits); 0 = the checkpoint as given.
 Result<train::HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::Model& target,
                                           const train::Dataset& ds, int64_t max_seqs, int gamma, float threshold,
-                                          bool record_confidence, ThreadPool* pool, bool int8_matmuls = false);
+                                          bool record_confidence, ThreadPool* pool, int copy_bits = 0);
 
 }  // namespace dspark::eval

@@ -19,13 +19,16 @@ class DraftMatrix {
   DraftMatrix() = default;
   static DraftMatrix dense(const kernels::QMatrix& m);
   static DraftMatrix quantized(QuantMatrix m);
-  // An 8-bit copy for the integer matmul kernels: every row (dequantized to f32 in the original
-  // basis) rounded to Q8_0 blocks, with the row-interleaved copy (kernels/packed.h) where `isa`
-  // has a packed Q8_0 kernel. Storage goes to `owned`. Returns `src` unchanged when it is already
-  // an integer-kernel type (Q8_0, Q4_x, K-quants) or its width is not a multiple of 32.
-  // Products change by the rounding of weights and activations to 8 bits (drafter-side only).
-  static DraftMatrix int8_copy(const DraftMatrix& src, kernels::Isa isa,
-                               std::vector<std::unique_ptr<uint8_t[]>>* owned);
+  // A copy for the integer matmul kernels: every row (dequantized to f32 in the original basis)
+  // rounded to Q8_0 blocks (bits 8) or Q4_1 blocks (bits 4: 32 weights with an f16 scale and
+  // minimum, half the bytes; a 4-bit affine source with groups of a multiple of 32 keeps its own
+  // codes, scales and biases, exactly), with the row-interleaved copy (kernels/packed.h) where
+  // `isa` has a packed kernel for it. Storage goes to `owned`. Returns `src` unchanged when it is already an
+  // integer-kernel type (Q8_0, Q4_x, K-quants) or its width is not a multiple of 32.
+  // Products change by the rounding of weights to those blocks and of activations to 8 bits
+  // (drafter-side only).
+  static DraftMatrix integer_copy(const DraftMatrix& src, int bits, kernels::Isa isa,
+                                  std::vector<std::unique_ptr<uint8_t[]>>* owned);
 
   bool empty() const { return !quantized_ && !dense_.data; }
   bool is_quantized() const { return quantized_; }

@@ -24,8 +24,8 @@ namespace {
 bool dir_writable(const fs::path& d) { return ::access(d.c_str(), W_OK) == 0; }
 
 Status check_quant_mode(const std::string& mode) {
-  if (mode == "auto" || mode == "none" || mode == "int8") return Status::ok();
-  return Status::error("--draft-quant must be auto, none or int8, got '" + mode + "'");
+  if (mode == "auto" || mode == "none" || mode == "int8" || mode == "int4") return Status::ok();
+  return Status::error("--draft-quant must be auto, none, int8 or int4, got '" + mode + "'");
 }
 
 // Whether this CPU has the ISA level `name` (scalar < avx2 < avx512 < amx: AVX-512 with usable AMX-INT8).
@@ -44,9 +44,10 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
                                              const model::Model& target, const std::string& cache_dir,
                                              ThreadPool* pool, const std::string& recommendation) {
   DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
-  const DraftQuantChoice as_given{dir, false, {}};
+  const DraftQuantChoice as_given{dir, 0, {}};
   if (mode == "none") return as_given;
-  if (mode == "int8") return DraftQuantChoice{dir, true, {}};
+  if (mode == "int8") return DraftQuantChoice{dir, 8, {}};
+  if (mode == "int4") return DraftQuantChoice{dir, 4, {}};
   const std::string rec_path = recommendation.empty() ? find_in_drafters("quant_auto.json") : recommendation;
   if (rec_path.empty()) return as_given;
   std::ifstream in(rec_path);
@@ -60,7 +61,7 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
     auto has = cpu_has(rec["min_isa"].get<std::string>(), rec_path);
     if (!has) return has.status();
     if (!*has) {
-      return DraftQuantChoice{dir, true,
+      return DraftQuantChoice{dir, 8,
                               "draft-quant auto: this CPU has no " + rec["min_isa"].get<std::string>() +
                                   ", which the recommended 4-bit drafter format (" + rung + ", " + rec_path +
                                   ") needs to run fast; " + dir +
@@ -88,7 +89,7 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
   if (fs::exists(out / "config.json", ec)) {
     std::fprintf(stderr, "draft-quant auto: using %s (%s of %s, converted earlier; --draft-quant none for the original)\n",
                  out.c_str(), rung.c_str(), dir.c_str());
-    return DraftQuantChoice{out.string(), false, {}};
+    return DraftQuantChoice{out.string(), 0, {}};
   }
   fs::create_directories(out.parent_path(), ec);
   opt.out_dir = out.string();
@@ -107,25 +108,26 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
   }
   std::fprintf(stderr, "draft-quant auto: wrote %s (%.2f MB -> %.2f MB, %.2f bpw); reused next time\n", out.c_str(),
                (double)rep->bytes_before / 1e6, (double)rep->bytes_after / 1e6, rep->bpw_quantized);
-  return DraftQuantChoice{out.string(), false, {}};
+  return DraftQuantChoice{out.string(), 0, {}};
 }
 
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
                                                  const std::string& mode, const model::Model& target,
                                                  const std::string& cache_dir, ThreadPool* pool) {
   DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
-  const DraftQuantChoice as_given{path, false, {}};
+  const DraftQuantChoice as_given{path, 0, {}};
   if (path.empty() || (kind != "auto" && kind != "dspark" && !kind.empty())) return as_given;
   auto k = detect_draft_kind(path);
   if (!k || *k != "dspark") return as_given;  // errors are reported by make_drafter
-  if (mode == "int8") return DraftQuantChoice{path, true, {}};
+  if (mode == "int8") return DraftQuantChoice{path, 8, {}};
+  if (mode == "int4") return DraftQuantChoice{path, 4, {}};
   if (mode == "none") {
     // A quantized checkpoint as given, on a CPU without AMX: ~2x slower per draft than its int8 copies
     // (docs/RESULTS.md, 2026-12-03 and 2026-12-04), so an A/B of it is not what generate / serve mount.
     auto qc = quant::read_quant_config((fs::path(path) / "config.json").string());
     if (!qc || !qc->present || (kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available()))
       return as_given;
-    return DraftQuantChoice{path, false,
+    return DraftQuantChoice{path, 0,
                             path + " is a quantized checkpoint, loaded as given (draft-quant none); without AMX it "
                                    "drafts ~2x slower than the 8-bit copies generate and serve mount (draft-quant=int8)"};
   }

@@ -12,7 +12,9 @@
 //         lacks (scalar < avx2 < avx512 < amx; the shipped one names amx: without AMX the int8
 //         copies drafted fastest where measured, docs/QUANT-FORMAT.md), auto means int8 instead;
 //   int8  the checkpoint as given on disk; its matmul weights are held as 8-bit (Q8_0) copies in
-//         memory for the integer kernels (net::DSparkLoadOptions::int8_matmuls).
+//         memory for the integer kernels (net::DSparkLoadOptions::copy_bits);
+//   int4  the same with 4-bit (Q4_1) copies: half the bytes per draft; for checkpoints already
+//         quantized to 4 bits, whose weights they hold at the same precision.
 // Says on stderr what it did.
 #pragma once
 
@@ -24,15 +26,16 @@
 
 namespace dspark::runtime {
 
-// What to load: the checkpoint directory and whether its matmul weights become int8 copies.
+// What to load: the checkpoint directory and whether its matmul weights become integer copies.
 struct DraftQuantChoice {
   std::string dir;
-  bool int8 = false;
+  int copy_bits = 0;  // 8 / 4: Q8_0 / Q4_1 copies (net::DSparkLoadOptions::copy_bits); 0: as given
   std::string note;  // a remark on the choice (int8 copies kept, or a slow checkpoint as given), for --verbose / ab
-  std::string mode() const { return int8 ? "int8" : "none"; }  // the SpecConfig::quant that loads `dir` so
+  // The SpecConfig::quant that loads `dir` so.
+  std::string mode() const { return copy_bits == 8 ? "int8" : copy_bits == 4 ? "int4" : "none"; }
 };
 
-// The choice for `dir` under `mode` ("auto" | "none" | "int8"); `cache_dir` = the dspark cache.
+// The choice for `dir` under `mode` ("auto" | "none" | "int8" | "int4"); `cache_dir` = the dspark cache.
 // Only DSpark checkpoint directories are touched (kind "dspark", or "auto" detecting one).
 // `recommendation` = the quant_auto.json to use ("" = drafters/quant_auto.json of the install).
 Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::string& mode,

@@ -47,7 +47,7 @@ Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::load(const std::string& di
 Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::load(const std::string& dir, const TargetShape& target,
                                                            const TargetTables* tables, const DSparkOptions& opt,
                                                            ThreadPool* pool) {
-  auto m = DSparkModel::load(dir, target, tables, net::DSparkLoadOptions{.int8_matmuls = opt.int8_matmuls});
+  auto m = DSparkModel::load(dir, target, tables, net::DSparkLoadOptions{.copy_bits = opt.copy_bits});
   if (!m) return m.status();
   return create(std::move(m.value()), opt, pool);
 }

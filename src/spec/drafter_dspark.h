@@ -79,7 +79,7 @@ struct DSparkOptions {
   // backbone, when a backbone pass pays (cost-aware schedule) or has already run.
   bool copy_first = false;
   CopyHeadConfig copy_cfg;
-  bool int8_matmuls = false;  // load: DSparkLoadOptions::int8_matmuls
+  int copy_bits = 0;  // load: DSparkLoadOptions::copy_bits (8 or 4: integer copies; 0: as given)
 };
 
 class DSparkDrafter : public Drafter {

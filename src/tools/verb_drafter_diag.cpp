@@ -41,27 +41,28 @@ void print_row(const char* split, const char* what, const std::vector<double>& v
 
 // --replay: heldout_eval (the trainer's checkpoint measurement) on any drafter folder.
 int replay_heldout(const std::string& dir, const model::Model& target, const std::vector<std::string>& data,
-                   int64_t heldout_mod, int64_t n_seqs, bool int8, int threads, bool json) {
+                   int64_t heldout_mod, int64_t n_seqs, const std::string& draft_quant, int threads, bool json) {
   auto ds = train::Dataset::open(data, target.config().n_vocab, heldout_mod);
   if (!ds) {
     std::fprintf(stderr, "dspark drafter-diag: %s\n", ds.message().c_str());
     return kExitBadInput;
   }
   ThreadPool pool(threads);
-  auto r = eval::heldout_eval(dir, target, *ds, n_seqs, 0, 0.0f, /*record_confidence=*/false, &pool, int8);
+  auto r = eval::heldout_eval(dir, target, *ds, n_seqs, 0, 0.0f, /*record_confidence=*/false, &pool,
+                                draft_quant == "int8" ? 8 : draft_quant == "int4" ? 4 : 0);
   if (!r) {
     std::fprintf(stderr, "dspark drafter-diag: %s\n", r.message().c_str());
     return kExitBadInput;
   }
   nlohmann::json j = train::heldout_json(*r);
   j["drafter"] = dir;
-  j["draft_quant"] = int8 ? "int8" : "none";
+  j["draft_quant"] = draft_quant;
   if (json) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("drafter-diag --replay: %s (%s), %lld held-out greedy sequences, %lld rounds\n", dir.c_str(),
-              int8 ? "8-bit copies" : "as given", (long long)r->sequences, (long long)r->rounds);
+              draft_quant == "none" ? "as given" : (draft_quant + " copies").c_str(), (long long)r->sequences, (long long)r->rounds);
   std::printf("tau %.3f  acceptance %.3f  by position:", r->tau(), r->acceptance());
   for (const auto& v : j["accept_by_pos"]) std::printf(" %.3f", v.get<double>());
   std::printf("  drafter %.2f ms/round\n", r->ms_per_round());
@@ -77,7 +78,7 @@ int verb_drafter_diag(int argc, char** argv) {
   std::string draft_quant = "none";
   int64_t threads = ThreadPool::default_threads();
   bool json = false;
-  Args args("dspark drafter-diag DRAFTER_DIR --data REGEN_DIR [--seqs 32] [--anchors 32] [--replay N [--draft-quant int8]] [--json]",
+  Args args("dspark drafter-diag DRAFTER_DIR --data REGEN_DIR [--seqs 32] [--anchors 32] [--replay N [--draft-quant int8|int4]] [--json]",
             "Teacher-forced diagnostics of a DSpark drafter on regen shards (the target out of the loop):\n"
             "top-1 agreement with the target's token and c* (expected acceptance at T = 1) by slot on the\n"
             "held-out and the training split; the same on held-out with the context taps zeroed and shuffled\n"
@@ -85,7 +86,7 @@ int verb_drafter_diag(int argc, char** argv) {
             "and the per-tap RMS table of the data.\n"
             "--replay N instead replays T = 0 speculative decoding with the serving drafter along N held-out\n"
             "greedy sequences (what train-drafter reports at its checkpoints), for any checkpoint, quantized\n"
-            "ones included; --draft-quant int8 mounts the 8-bit copies generate and serve use without AMX.");
+            "ones included; --draft-quant int8 / int4 mounts the integer copies generate and serve use without AMX.");
   add_model_flags(args, &model_spec, &cache);
   args.add_list("--data", &data, "regen output folder (repeatable)");
   args.add("--seqs", &seqs, "sequences per split", 2, 100000);
@@ -95,7 +96,8 @@ int verb_drafter_diag(int argc, char** argv) {
   args.add("--tap-seqs", &tap_seqs, "training sequences for the tap RMS table", 1, 1000000);
   args.add("--replay", &replay, "held-out greedy sequences to replay with the serving drafter (0 = the teacher-forced "
            "diagnostics instead)", 0, 1000000);
-  args.add("--draft-quant", &draft_quant, "--replay: none (the checkpoint as given) or int8 (8-bit copies, as served without AMX)");
+  args.add("--draft-quant", &draft_quant, "--replay: none (the checkpoint as given), int8 or int4 (8- / 4-bit copies, as\n"
+           "served without AMX: --draft-quant of generate)");
   add_threads_flag(args, &threads);
   add_json_flag(args, &json, "print the results as JSON");
   auto fail = [](const std::string& m, int code = kExitBadInput) {
@@ -106,11 +108,12 @@ int verb_drafter_diag(int argc, char** argv) {
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
   if (args.positional().size() != 1) return fail("expected one drafter directory");
   if (data.empty()) return fail("--data REGEN_DIR is required");
-  if (draft_quant != "none" && draft_quant != "int8") return fail("--draft-quant must be none or int8, got '" + draft_quant + "'");
+  if (draft_quant != "none" && draft_quant != "int8" && draft_quant != "int4")
+    return fail("--draft-quant must be none, int8 or int4, got '" + draft_quant + "'");
   auto lm = load_model(model_spec, cache);
   if (!lm) return fail(lm.message());
   const model::ModelConfig& tc = lm->model->config();
-  if (replay > 0) return replay_heldout(args.positional()[0], *lm->model, data, heldout_mod, replay, draft_quant == "int8",
+  if (replay > 0) return replay_heldout(args.positional()[0], *lm->model, data, heldout_mod, replay, draft_quant,
                                         (int)threads, json);
   auto p = train::load_checkpoint_params(args.positional()[0], tc);
   if (!p) return fail(p.message());

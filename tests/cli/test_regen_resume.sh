@@ -134,7 +134,7 @@ expect_fail_replay() {
     echo "FAIL: drafter-diag --replay $* accepted"; exit 1
   fi
 }
-expect_fail_replay --draft-quant int4
+expect_fail_replay --draft-quant int2
 grep -q "draft-quant" "$tmp/rbad.err" || { echo "FAIL: bad --draft-quant not named"; cat "$tmp/rbad.err"; exit 1; }
 "$bin" generate -m "$model" -p "Count from 1 to 5." -n 8 --draft-model "$tmp/t/drafter" --json >"$tmp/gen.json" 2>"$tmp/gen.err" ||
   { echo "FAIL: the trained checkpoint does not load in generate"; cat "$tmp/gen.err"; exit 1; }

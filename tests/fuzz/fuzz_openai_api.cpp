@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     DSPARK_CHECK(c->gamma >= 0 && c->gamma <= dspark::spec::kMaxGamma);
     DSPARK_CHECK(c->threshold >= 0.0 && c->threshold <= 1.0);
     DSPARK_CHECK(c->schedule == "fixed" || c->cost_schedule());
-    DSPARK_CHECK(c->quant == "auto" || c->quant == "none" || c->quant == "int8");
+    DSPARK_CHECK(c->quant == "auto" || c->quant == "none" || c->quant == "int8" || c->quant == "int4");
     DSPARK_CHECK(!c->kind.empty() && !c->copy.empty());
   } else {
     DSPARK_CHECK(!c.message().empty());

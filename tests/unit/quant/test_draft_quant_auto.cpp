@@ -37,19 +37,25 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   auto none = runtime::resolve_draft_quant(src, "none", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(none.is_ok());
   EXPECT_EQ(none->dir, src);
-  EXPECT_FALSE(none->int8);
+  EXPECT_EQ(none->copy_bits, 0);
   auto int8 = runtime::resolve_draft_quant(src, "int8", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(int8.is_ok());
   EXPECT_EQ(int8->dir, src);
-  EXPECT_TRUE(int8->int8);
+  EXPECT_EQ(int8->copy_bits, 8);
   EXPECT_EQ(int8->mode(), "int8");
+  auto int4 = runtime::resolve_draft_quant(src, "int4", **target, tmp.string(), &pool, rec);
+  ASSERT_TRUE(int4.is_ok());
+  EXPECT_EQ(int4->dir, src);
+  EXPECT_EQ(int4->copy_bits, 4);
+  EXPECT_EQ(int4->mode(), "int4");
+  EXPECT_FALSE(runtime::resolve_draft_quant(src, "int2", **target, tmp.string(), &pool, rec).is_ok());
 
   ::testing::internal::CaptureStderr();
   auto a = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   const std::string err1 = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(a.is_ok()) << a.message();
   EXPECT_EQ(fs::path(a->dir), tmp / "drafter-auto-affine4g32");
-  EXPECT_FALSE(a->int8);
+  EXPECT_EQ(a->copy_bits, 0);
   EXPECT_NE(err1.find("converting"), std::string::npos) << err1;
   auto qc = read_quant_config(a->dir + "/config.json");
   ASSERT_TRUE(qc.is_ok());
@@ -68,14 +74,14 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   auto q = runtime::resolve_draft_quant(a->dir, "auto", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(q.is_ok());
   EXPECT_EQ(q->dir, a->dir);
-  EXPECT_FALSE(q->int8);
+  EXPECT_EQ(q->copy_bits, 0);
   // Loaded as given (draft-quant none, an A/B arm's default), a quantized checkpoint gets a speed
   // note on CPUs without AMX; an unquantized one never does.
   const bool amx_cpu = kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available();
   auto qn = runtime::resolve_draft_quant_for("dspark", a->dir, "none", **target, tmp.string(), &pool);
   ASSERT_TRUE(qn.is_ok()) << qn.message();
   EXPECT_EQ(qn->dir, a->dir);
-  EXPECT_FALSE(qn->int8);
+  EXPECT_EQ(qn->copy_bits, 0);
   EXPECT_EQ(qn->note.empty(), amx_cpu) << qn->note;
   auto un = runtime::resolve_draft_quant_for("dspark", src, "none", **target, tmp.string(), &pool);
   ASSERT_TRUE(un.is_ok()) << un.message();
@@ -100,27 +106,27 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   auto low = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(low.is_ok()) << low.message();
   EXPECT_EQ(low->dir, a->dir);
-  EXPECT_FALSE(low->int8);
+  EXPECT_EQ(low->copy_bits, 0);
   std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "avx512"})";
   auto high = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(high.is_ok()) << high.message();
   if (kernels::detect_isa() < kernels::Isa::kAvx512) {
     EXPECT_EQ(high->dir, src);
-    EXPECT_TRUE(high->int8);
+    EXPECT_EQ(high->copy_bits, 8);
     EXPECT_NE(high->note.find("has no avx512"), std::string::npos) << high->note;
   } else {
     EXPECT_EQ(high->dir, a->dir);
-    EXPECT_FALSE(high->int8);
+    EXPECT_EQ(high->copy_bits, 0);
   }
   std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "amx"})";
   auto amx = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
   ASSERT_TRUE(amx.is_ok()) << amx.message();
   if (kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available()) {
     EXPECT_EQ(amx->dir, a->dir);
-    EXPECT_FALSE(amx->int8);
+    EXPECT_EQ(amx->copy_bits, 0);
   } else {
     EXPECT_EQ(amx->dir, src);
-    EXPECT_TRUE(amx->int8);
+    EXPECT_EQ(amx->copy_bits, 8);
     EXPECT_NE(amx->note.find("has no amx"), std::string::npos) << amx->note;
   }
   std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "avx9"})";

@@ -31,6 +31,12 @@ constexpr double kTolQuantVsDequant = 5e-6;
 // (relative step 1/254 per 32 values), through one layer. Measured on the tiny drafter: hidden
 // 1.9e-3, logits 7.8e-4 (2026-12-02).
 constexpr double kTolInt8VsCheckpoint = 1e-2;
+// Q4_1 copies of a 4-bit affine checkpoint against that checkpoint: the copies hold its weights
+// exactly (its codes, scale and bias per 32), so only the Q8_0 rounding of activations differs, as
+// for the int8 copies (kTolInt8VsCheckpoint). Measured on the tiny drafter (2026-12-04), affine4g32
+// / g64: hidden 2.2e-3 / 2.3e-3, logits 1.8e-3 / 2.1e-3; the int8 copies of the same checkpoints,
+// which also round its weights to 8 bits, 3.6e-3 / 3.4e-3 and 3.0e-3 / 2.9e-3.
+constexpr double kTolInt4VsA4BitCheckpoint = kTolInt8VsCheckpoint;
 
 class QuantForward : public ::testing::Test {
  protected:
@@ -100,10 +106,10 @@ class QuantForward : public ::testing::Test {
     std::vector<int32_t> tokens;
     std::vector<float> hidden, logits;  // [γ, H], [γ, V_d] Markov-corrected rows
   };
-  Run run(const std::string& dir, bool fast_path, bool int8 = false) {
+  Run run(const std::string& dir, bool fast_path, int copy_bits = 0) {
     spec::DSparkOptions opt;
     opt.markov_fast_path = fast_path;
-    opt.int8_matmuls = int8;
+    opt.copy_bits = copy_bits;
     auto d = spec::DSparkDrafter::load(dir, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
     EXPECT_TRUE(d.is_ok()) << d.message();
     if (!d.is_ok()) return {};
@@ -181,7 +187,7 @@ TEST_F(QuantForward, Int8MatmulsTrackTheCheckpointForward) {
   // --draft-quant int8: fc and the layers' matrices become Q8_0 copies (packed where the CPU has
   // the packed kernel); gather tables, the Markov head and the target's LM head rows stay.
   spec::DSparkOptions opt;
-  opt.int8_matmuls = true;
+  opt.copy_bits = 8;
   auto d = spec::DSparkDrafter::load(dense_, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
   ASSERT_TRUE(d.is_ok()) << d.message();
   const net::DSparkWeights& w = (*d)->model().weights();
@@ -189,20 +195,65 @@ TEST_F(QuantForward, Int8MatmulsTrackTheCheckpointForward) {
   EXPECT_EQ(w.layers[0].w_down.describe(), "Q8_0");
   EXPECT_EQ(w.layers[0].wq.dense_matrix().packed != nullptr, kernels::pack_supported(DType::Q8_0, kernels::detect_isa()));
   EXPECT_EQ(w.markov_w2.describe(), "BF16");
-  const Run a = run(dense_, false, true), b = run(dense_, false, false);
+  const Run a = run(dense_, false, 8), b = run(dense_, false, 0);
   ASSERT_FALSE(a.hidden.empty());
   EXPECT_LT(max_rel_diff(a.hidden, b.hidden), kTolInt8VsCheckpoint);
   EXPECT_LT(max_rel_diff(a.logits, b.logits), kTolInt8VsCheckpoint);
-  EXPECT_EQ(run(dense_, true, true).tokens, a.tokens);  // the fast path stays exact (W2 unchanged)
+  EXPECT_EQ(run(dense_, true, 8).tokens, a.tokens);  // the fast path stays exact (W2 unchanged)
   // A quantized checkpoint's int8 copy is made from its dequantized rows: the same Q8_0 weights as
   // its dense f32 twin's, so the two backbones agree bitwise (the logits differ only through the
   // Markov head, which stays quantized: kernel accumulation order, as above).
   auto rep = convert("turbo4g32", {Method::kTurbo, 4, 32});
   ASSERT_TRUE(rep.is_ok()) << rep.message();
   const std::string q = (tmp_ / "turbo4g32").string();
-  const Run c = run(q, false, true), e = run(write_dequantized(q), false, true);
+  const Run c = run(q, false, 8), e = run(write_dequantized(q), false, 8);
   EXPECT_EQ(c.hidden, e.hidden);
   EXPECT_LT(max_rel_diff(c.logits, e.logits), kTolQuantVsDequant);
+}
+
+TEST_F(QuantForward, Int4CopiesTrackA4BitCheckpoint) {
+  // --draft-quant int4: the same matrices as int8, held as Q4_1 (packed where the CPU has the
+  // packed kernel). From a 4-bit affine checkpoint the copies keep its codes, scales and biases:
+  // every row dequantizes to the checkpoint's own row, bit for bit.
+  for (auto [name, spec] : {std::pair<const char*, QuantSpec>{"affine4g32", {Method::kAffine, 4, 32}},
+                            {"affine4g64", {Method::kAffine, 4, 64}}}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(convert(name, spec).is_ok());
+    const std::string q = (tmp_ / name).string();
+    spec::DSparkOptions opt;
+    auto given = spec::DSparkDrafter::load(q, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
+    opt.copy_bits = 4;
+    auto d = spec::DSparkDrafter::load(q, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
+    ASSERT_TRUE(given.is_ok() && d.is_ok()) << d.message();
+    const net::DSparkWeights& w = (*d)->model().weights();
+    const net::DSparkWeights& w0 = (*given)->model().weights();
+    EXPECT_EQ(w.fc.describe(), "Q4_1");
+    EXPECT_EQ(w.layers[0].w_up.describe(), "Q4_1");
+    EXPECT_EQ(w.layers[0].wq.dense_matrix().packed != nullptr, kernels::pack_supported(DType::Q4_1, kernels::detect_isa()));
+    const std::pair<const DraftMatrix*, const DraftMatrix*> mats[] = {
+        {&w.fc, &w0.fc}, {&w.layers[0].wq, &w0.layers[0].wq}, {&w.layers[0].w_down, &w0.layers[0].w_down}};
+    for (const auto& [c, o] : mats) {
+      std::vector<float> rc((size_t)c->n_cols()), ro(rc.size());
+      for (int64_t r = 0; r < c->n_rows(); ++r) {
+        c->dequantize_row(r, rc.data());
+        o->dequantize_row(r, ro.data());
+        ASSERT_EQ(rc, ro) << o->describe() << " row " << r;
+      }
+    }
+    const Run a = run(q, false, 4), b = run(q, false, 0), c8 = run(q, false, 8);
+    ASSERT_FALSE(a.hidden.empty());
+    const double dh = max_rel_diff(a.hidden, b.hidden), dl = max_rel_diff(a.logits, b.logits);
+    std::printf("%s: int4 copies vs the checkpoint: hidden %.2e, logits %.2e (int8 copies: %.2e, %.2e)\n", name, dh,
+                dl, max_rel_diff(c8.hidden, b.hidden), max_rel_diff(c8.logits, b.logits));
+    EXPECT_LT(dh, kTolInt4VsA4BitCheckpoint);
+    EXPECT_LT(dl, kTolInt4VsA4BitCheckpoint);
+    EXPECT_EQ(run(q, true, 4).tokens, a.tokens);  // the exact Markov fast path, as for int8
+    // Other widths are refused with a message, not an abort.
+    opt.copy_bits = 2;
+    auto bad = spec::DSparkDrafter::load(q, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
+    ASSERT_FALSE(bad.is_ok());
+    EXPECT_NE(bad.message().find("8 or 4"), std::string::npos) << bad.message();
+  }
 }
 
 TEST_F(QuantForward, OwnEmbeddingTableIsQuantizedAndGathered) {
