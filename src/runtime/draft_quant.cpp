@@ -38,6 +38,22 @@ Result<bool> cpu_has(const std::string& name, const std::string& where) {
   return Status::error(where + ": field 'min_isa' must be scalar, avx2, avx512 or amx, got '" + name + "'");
 }
 
+// The matrices that get integer copies (fc, lm_head, the layers' projections: net::DSparkModel::load)
+// are affine 4-bit with groups of a multiple of 32 (the checkpoint's default and every listed one),
+// none kept dense: their Q4_1 copies hold them exactly (DraftMatrix::integer_copy), at half the
+// bytes of the int8 ones. The other tensors stay as given whatever their form.
+bool q4_1_holds_exactly(const quant::QuantConfig& qc) {
+  auto fits = [](const quant::QuantSpec& s) {
+    return s.method == quant::Method::kAffine && s.bits == 4 && s.group_size % 32 == 0;
+  };
+  if (!qc.present || !fits(qc.defaults)) return false;
+  for (const auto& [name, spec] : qc.modules) {
+    const bool copied = name == "fc" || name == "lm_head" || name.rfind("layers.", 0) == 0;
+    if (copied && (!spec || !fits(*spec))) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::string& mode,
@@ -61,12 +77,18 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
     auto has = cpu_has(rec["min_isa"].get<std::string>(), rec_path);
     if (!has) return has.status();
     if (!*has) {
-      return DraftQuantChoice{dir, 8,
+      // A checkpoint that is affine 4-bit throughout gets Q4_1 copies (exact, half the bytes of
+      // int8); any other form, 8-bit copies.
+      auto own = quant::read_quant_config((fs::path(dir) / "config.json").string());
+      if (!own) return own.status();
+      const bool q4 = q4_1_holds_exactly(*own);
+      return DraftQuantChoice{dir, q4 ? 4 : 8,
                               "draft-quant auto: this CPU has no " + rec["min_isa"].get<std::string>() +
                                   ", which the recommended 4-bit drafter format (" + rung + ", " + rec_path +
-                                  ") needs to run fast; " + dir +
-                                  " is loaded with 8-bit copies of its matmul weights, the fastest here, whatever "
-                                  "its own format (--draft-quant none for the checkpoint as given)"};
+                                  ") needs to run fast; " + dir + " is loaded with " +
+                                  (q4 ? "4-bit Q4_1 copies of its matmul weights (exact: it is affine 4-bit throughout)"
+                                      : "8-bit copies of its matmul weights, the fastest here for its format") +
+                                  " (--draft-quant none for the checkpoint as given)"};
     }
   }
   auto qc = quant::read_quant_config((fs::path(dir) / "config.json").string());

@@ -9,8 +9,9 @@
 //         on later runs. A quantized checkpoint, a drafter that does not load against the target,
 //         one the rung does not fit (e.g. a dimension not a multiple of the group), or no
 //         recommendation file: loads as given. When the recommendation names a `min_isa` this CPU
-//         lacks (scalar < avx2 < avx512 < amx; the shipped one names amx: without AMX the int8
-//         copies drafted fastest where measured, docs/QUANT-FORMAT.md), auto means int8 instead;
+//         lacks (scalar < avx2 < avx512 < amx; the shipped one names amx: without AMX the integer
+//         copies drafted fastest where measured, docs/QUANT-FORMAT.md), auto means int4 for a
+//         checkpoint whose copied matrices are affine 4-bit throughout (exact copies), else int8;
 //   int8  the checkpoint as given on disk; its matmul weights are held as 8-bit (Q8_0) copies in
 //         memory for the integer kernels (net::DSparkLoadOptions::copy_bits);
 //   int4  the same with 4-bit (Q4_1) copies: half the bytes per draft; for checkpoints already

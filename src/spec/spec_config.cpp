@@ -84,7 +84,8 @@ const SpecKey kKeys[] = {
      [](const SpecConfig& c) { return c.copy; },
      [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "on", "off", "only", "first"}, &c->copy); }},
     {"draft-quant", "dspark: auto (with AMX: convert an unquantized drafter once to the recommended rung,\n"
-                    "cached beside it, docs/QUANT-FORMAT.md; without AMX: as int8), none (load it as given), int8\n"
+                    "cached beside it, docs/QUANT-FORMAT.md; without AMX: as int4 for an affine 4-bit drafter, else\n"
+                    "int8), none (load it as given), int8\n"
                     "(as given, matmul weights held as 8-bit copies in memory for the integer kernels) or int4 (the\n"
                     "same as 4-bit Q4_1 copies: half the bytes; for drafters already quantized to 4 bits)",
      [](const SpecConfig& c) { return c.quant; },

@@ -1,7 +1,8 @@
 // --draft-quant auto: an unquantized drafter is converted once to the recommended rung beside its
 // source (through the converter's staging folder + reload check) and reused afterwards; `none`,
 // an already quantized drafter and a missing recommendation load the checkpoint as given; `int8`,
-// and auto on a CPU below the recommendation's min_isa, load it as given with int8 matmul copies; a
+// and auto on a CPU below the recommendation's min_isa, load it as given with int8 matmul copies
+// (int4 ones for a checkpoint that is affine 4-bit throughout); a
 // bad recommendation file is an error naming it.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -128,6 +129,18 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
     EXPECT_EQ(amx->dir, src);
     EXPECT_EQ(amx->copy_bits, 8);
     EXPECT_NE(amx->note.find("has no amx"), std::string::npos) << amx->note;
+  }
+  // Below min_isa, a checkpoint that is affine 4-bit throughout (the converted one) gets Q4_1 copies,
+  // which hold it exactly; with AMX it loads as given (already quantized).
+  auto amx4 = runtime::resolve_draft_quant(a->dir, "auto", **target, tmp.string(), &pool, rec);
+  ASSERT_TRUE(amx4.is_ok()) << amx4.message();
+  EXPECT_EQ(amx4->dir, a->dir);
+  if (kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available()) {
+    EXPECT_EQ(amx4->copy_bits, 0);
+  } else {
+    EXPECT_EQ(amx4->copy_bits, 4);
+    EXPECT_EQ(amx4->mode(), "int4");
+    EXPECT_NE(amx4->note.find("Q4_1"), std::string::npos) << amx4->note;
   }
   std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "avx9"})";
   auto bad_isa = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
