@@ -50,7 +50,7 @@ TEST(AbArm, RejectsBadSpecsNamingTheProblem) {
       {"draft-kind=ngram,draft-model=x", "takes no draft-model"},
       {"draft-model=x,draft-schedule=fast", "draft-schedule"},
       {"draft-model=x,draft-copy=maybe", "draft-copy"},
-      {"draft-model=x,draft-quant=int4", "draft-quant"},
+      {"draft-model=x,draft-quant=int2", "draft-quant"},
   };
   for (const auto& [spec, needle] : cases) {
     auto r = parse_arm_spec("B", spec);
