@@ -72,7 +72,7 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   dopt.backbone_gate = c.schedule == "cost-gated";
   dopt.static_costs = c.schedule == "cost-static";
   dopt.verify_ms = rt.verify_ms;
-  dopt.copy_bits = c.quant == "int8" ? 8 : c.quant == "int4" ? 4 : 0;  // auto is resolved first (runtime/draft_quant.h)
+  dopt.copy_bits = spec::copy_bits_of_quant(c.quant);  // auto is resolved first (runtime/draft_quant.h)
   auto d = spec::DSparkDrafter::load(c.model, *target.model, dopt, pool);  // gamma = block_size
   if (!d) return d.status();
   const int block = (*d)->gamma();

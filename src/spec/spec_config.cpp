@@ -96,6 +96,8 @@ const SpecKey kKeys[] = {
 
 std::span<const SpecKey> spec_keys() { return kKeys; }
 
+int copy_bits_of_quant(const std::string& quant) { return quant == "int8" ? 8 : quant == "int4" ? 4 : 0; }
+
 Status set_spec_key(SpecConfig* c, const std::string& key, const std::string& value) {
   for (const SpecKey& k : kKeys) {
     if (key != k.name) continue;

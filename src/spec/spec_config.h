@@ -45,6 +45,10 @@ struct SpecKey {
 };
 std::span<const SpecKey> spec_keys();
 
+// The integer-copy width a resolved draft-quant mode loads with (DSparkOptions::copy_bits):
+// int8 -> 8, int4 -> 4, anything else (none) -> 0.
+int copy_bits_of_quant(const std::string& quant);
+
 // Sets one key by name; errors name the key ("num-draft-tokens: ...").
 Status set_spec_key(SpecConfig* c, const std::string& key, const std::string& value);
 

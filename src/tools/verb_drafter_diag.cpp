@@ -7,6 +7,7 @@
 
 #include "core/threadpool.h"
 #include "eval/heldout_eval.h"
+#include "spec/spec_config.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
 #include "runtime/loaded_model.h"
@@ -49,7 +50,7 @@ int replay_heldout(const std::string& dir, const model::Model& target, const std
   }
   ThreadPool pool(threads);
   auto r = eval::heldout_eval(dir, target, *ds, n_seqs, 0, 0.0f, /*record_confidence=*/false, &pool,
-                                draft_quant == "int8" ? 8 : draft_quant == "int4" ? 4 : 0);
+                                spec::copy_bits_of_quant(draft_quant));
   if (!r) {
     std::fprintf(stderr, "dspark drafter-diag: %s\n", r.message().c_str());
     return kExitBadInput;
