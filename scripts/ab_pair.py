@@ -4,7 +4,8 @@
 Usage: ab_pair.py RESULT.json ARM_A ARM_B [--bootstrap 2000] [--seed 1] [--json]
 
 The same statistics `dspark ab` reports against its baseline, for any pair of its arms: the
-aggregate speed ratio B/A (total tokens / total time, pooled over prompts) and the pooled
+aggregate speed ratio B/A (total tokens / total time, pooled over prompts), the same over the time
+after each prompt's prefill (runs that recorded prefill_ms), and the pooled
 acceptance change B - A in percentage points, each with a paired bootstrap CI over prompts (2.5 to
 97.5 % percentiles, the same resampled prompt indices for both arms), and a per-category table of
 the speed ratio and both arms' tau. Both arms ran on the same prompts in one alternating run, so
@@ -22,7 +23,9 @@ def pooled(rows, idx):
     dr = sum(rows[i].get("drafted", 0) for i in idx)
     ac = sum(rows[i].get("accepted", 0) for i in idx)
     rounds = sum(rows[i].get("rounds", 0) for i in idx)
+    pre = sum(rows[i].get("prefill_ms", 0.0) for i in idx)
     return {"tok_s": 1000.0 * tok / ms if ms else 0.0, "acc": ac / dr if dr else None,
+            "decode_tok_s": 1000.0 * tok / (ms - pre) if pre > 0 and ms > pre else None,
             "tau": tok / rounds if rounds else 1.0}
 
 
@@ -49,17 +52,21 @@ def main():
     allidx = list(range(n))
     pa, pb = pooled(A, allidx), pooled(B, allidx)
     rng = random.Random(a.seed)
-    ratios, deltas = [], []
+    ratios, deltas, dratios = [], [], []
     for _ in range(a.bootstrap):
         idx = [rng.randrange(n) for _ in range(n)]
         xa, xb = pooled(A, idx), pooled(B, idx)
         if xa["tok_s"] > 0:
             ratios.append(xb["tok_s"] / xa["tok_s"])
+        if xa["decode_tok_s"] and xb["decode_tok_s"]:
+            dratios.append(xb["decode_tok_s"] / xa["decode_tok_s"])
         if xa["acc"] is not None and xb["acc"] is not None:
             deltas.append(100.0 * (xb["acc"] - xa["acc"]))
     ci = lambda v: [sorted(v)[int(0.025 * (len(v) - 1))], sorted(v)[int(0.975 * (len(v) - 1))]] if v else None
     out = {"result": a.result, "a": a.arm_a, "b": a.arm_b, "n_prompts": n,
            "speed_ratio": pb["tok_s"] / pa["tok_s"] if pa["tok_s"] else None, "speed_ratio_ci": ci(ratios),
+           "decode_speed_ratio": pb["decode_tok_s"] / pa["decode_tok_s"] if pa["decode_tok_s"] and pb["decode_tok_s"] else None,
+           "decode_speed_ratio_ci": ci(dratios),
            "acceptance_a": pa["acc"], "acceptance_b": pb["acc"],
            "acceptance_delta_pts": 100.0 * (pb["acc"] - pa["acc"]) if pa["acc"] is not None and pb["acc"] is not None else None,
            "acceptance_delta_ci": ci(deltas), "tau_a": pa["tau"], "tau_b": pb["tau"], "per_category": []}
@@ -76,6 +83,9 @@ def main():
     lo, hi = out["speed_ratio_ci"] or [float("nan")] * 2
     print(f"{a.arm_b} vs {a.arm_a}, {n} prompts: speed {out['speed_ratio']:.3f}x [{lo:.3f}, {hi:.3f}], "
           f"tau {pa['tau']:.2f} -> {pb['tau']:.2f}", end="")
+    if out["decode_speed_ratio"] is not None:
+        dl, dh = out["decode_speed_ratio_ci"]
+        print(f", after prefill {out['decode_speed_ratio']:.3f}x [{dl:.3f}, {dh:.3f}]", end="")
     if out["acceptance_delta_pts"] is not None:
         dl, dh = out["acceptance_delta_ci"]
         print(f", acceptance {100 * pa['acc']:.1f} % -> {100 * pb['acc']:.1f} % ({out['acceptance_delta_pts']:+.1f} pts [{dl:+.1f}, {dh:+.1f}])")

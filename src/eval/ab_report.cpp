@@ -80,6 +80,7 @@ nlohmann::json to_json(const AbReport& r) {
     for (const auto& p : sum.acceptance_by_pos()) by_pos.push_back(opt_json(p));
     arms.push_back({{"name", r.arms[k].spec.name}, {"spec", r.arms[k].spec.text}, {"kind", r.arms[k].kind},
                     {"gamma", r.arms[k].gamma}, {"tokens", sum.tokens}, {"ms", sum.ms}, {"tok_s", sum.tok_s()},
+                    {"prefill_ms", sum.prefill_ms}, {"decode_tok_s", sum.decode_tok_s()},
                     {"tau", sum.tau()}, {"acceptance", opt_json(sum.acceptance())}, {"drafted", sum.drafted},
                     {"accepted", sum.accepted}, {"rounds", sum.rounds}, {"acceptance_by_pos", by_pos},
                     {"drafted_by_pos", sum.drafted_by_pos}, {"accepted_by_pos", sum.accepted_by_pos},
@@ -93,6 +94,8 @@ nlohmann::json to_json(const AbReport& r) {
          {"acceptance_delta_pts", c.stats.accept_delta_pts ? interval_json(*c.stats.accept_delta_pts, s.bootstrap.level)
                                                            : nlohmann::json(nullptr)},
          {"speed_ratio", interval_json(c.stats.speed_ratio, s.bootstrap.level)},
+         {"decode_speed_ratio", c.stats.decode_speed_ratio ? interval_json(*c.stats.decode_speed_ratio, s.bootstrap.level)
+                                                           : nlohmann::json(nullptr)},
          {"identical_outputs", c.identical ? nlohmann::json(*c.identical) : nlohmann::json(nullptr)},
          {"verdict", {{"pass", c.verdict.pass}, {"acceptance_checked", c.verdict.acceptance_checked},
                       {"reason", c.verdict.reason}}}});
@@ -102,7 +105,7 @@ nlohmann::json to_json(const AbReport& r) {
     nlohmann::json pa = nlohmann::json::array();
     for (size_t k = 0; k < r.arms.size(); ++k) {
       const PromptRecord& p = r.records[k][i];
-      nlohmann::json e = {{"tokens", p.tokens}, {"ms", p.ms}, {"drafted", p.drafted}, {"accepted", p.accepted},
+      nlohmann::json e = {{"tokens", p.tokens}, {"ms", p.ms}, {"prefill_ms", p.prefill_ms}, {"drafted", p.drafted}, {"accepted", p.accepted},
                           {"rounds", p.rounds}};
       if (s.sampler.temperature == 0 && k > 0 && k < r.identical.size()) e["identical"] = (bool)r.identical[k][i];
       pa.push_back(std::move(e));
@@ -153,7 +156,8 @@ std::string to_markdown(const AbReport& r) {
                    (s.sampler.min_p > 0 ? ", min-p " + fmt("%g", s.sampler.min_p) : std::string()) + ", " + std::to_string(s.repeats) +
                    " repeat(s), " + std::to_string(s.threads) + " threads, arms alternated per prompt\n\n";
   if (r.skipped) md += std::to_string(r.skipped) + " prompt(s) skipped: longer than the context.\n\n";
-  md += "| arm | spec | tok/s | tau | acceptance | drafted | accepted | rounds |\n|---|---|---|---|---|---|---|---|\n";
+  md += "| arm | spec | tok/s | decode tok/s (after prefill) | tau | acceptance | drafted | accepted | rounds |\n"
+        "|---|---|---|---|---|---|---|---|---|\n";
   size_t max_gamma = 0;
   std::vector<ArmSummary> sums;
   for (size_t k = 0; k < r.arms.size(); ++k) {
@@ -161,7 +165,7 @@ std::string to_markdown(const AbReport& r) {
     const ArmSummary& a = sums.back();
     max_gamma = std::max(max_gamma, a.drafted_by_pos.size());
     md += "| " + cell(r.arms[k].spec.name) + " | " + cell(r.arms[k].spec.text) + " | " + fmt("%.1f", a.tok_s()) +
-          " | " + fmt("%.2f", a.tau()) + " | " + pct(a.acceptance()) + " | " + std::to_string(a.drafted) + " | " +
+          " | " + fmt("%.1f", a.decode_tok_s()) + " | " + fmt("%.2f", a.tau()) + " | " + pct(a.acceptance()) + " | " + std::to_string(a.drafted) + " | " +
           std::to_string(a.accepted) + " | " + std::to_string(a.rounds) + " |\n";
   }
   if (max_gamma > 0) {
@@ -200,14 +204,16 @@ std::string to_markdown(const AbReport& r) {
   }
   const int level = (int)(100 * s.bootstrap.level + 0.5);
   md += "\n| comparison | acceptance change, points [" + std::to_string(level) + "% CI] | speed ratio [" +
-        std::to_string(level) + "% CI] | identical outputs | verdict |\n|---|---|---|---|---|\n";
+        std::to_string(level) + "% CI] | decode speed ratio [" + std::to_string(level) + "% CI] | identical outputs | verdict |\n|---|---|---|---|---|---|\n";
   for (const AbComparison& c : r.comparisons) {
     const auto& d = c.stats.accept_delta_pts;
     const std::string acc = d ? fmt("%+.2f", d->point) + " [" + fmt("%+.2f", d->lo) + ", " + fmt("%+.2f", d->hi) + "]"
                               : (c.compare_acceptance ? "undefined (no drafts)" : "n/a (serial arm)");
     const Interval& sr = c.stats.speed_ratio;
+    const auto& dr = c.stats.decode_speed_ratio;
     md += "| " + cell(r.arms[c.arm].spec.name) + " vs " + cell(r.arms[0].spec.name) + " | " + acc + " | " +
           fmt("%.3f", sr.point) + " [" + fmt("%.3f", sr.lo) + ", " + fmt("%.3f", sr.hi) + "] | " +
+          (dr ? fmt("%.3f", dr->point) + " [" + fmt("%.3f", dr->lo) + ", " + fmt("%.3f", dr->hi) + "]" : std::string("n/a")) + " | " +
           (c.identical ? std::to_string(*c.identical) + " / " + std::to_string(r.prompts.size()) : "n/a (T > 0)") +
           " | " + (c.verdict.pass ? "PASS" : "FAIL") + " |\n";
   }

@@ -37,6 +37,7 @@ int64_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_
 void add_run(PromptRecord& rec, const ArmRun& run) {
   rec.tokens += (int64_t)run.tokens.size();
   rec.ms += run.ms;
+  rec.prefill_ms += run.prefill_ms;
   if (!run.speculative) {
     rec.rounds += (int64_t)run.tokens.size();  // one target forward per token
     return;

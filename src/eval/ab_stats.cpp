@@ -17,19 +17,29 @@ void add_into(std::vector<int64_t>& dst, const std::vector<int64_t>& src) {
 
 // Pooled sums of one resample.
 struct Sums {
-  double tokens = 0, ms = 0, drafted = 0, accepted = 0;
+  double tokens = 0, ms = 0, prefill_ms = 0, drafted = 0, accepted = 0;
   void add(const PromptRecord& r) {
     tokens += (double)r.tokens;
     ms += r.ms;
+    prefill_ms += r.prefill_ms;
     drafted += (double)r.drafted;
     accepted += (double)r.accepted;
   }
   std::optional<double> speed() const { return ms > 0 ? std::optional<double>(tokens / ms) : std::nullopt; }
+  std::optional<double> decode_speed() const {
+    return ms > prefill_ms && prefill_ms > 0 ? std::optional<double>(tokens / (ms - prefill_ms)) : std::nullopt;
+  }
   std::optional<double> acceptance() const { return drafted > 0 ? std::optional<double>(accepted / drafted) : std::nullopt; }
 };
 
 std::optional<double> speed_ratio(const Sums& a, const Sums& b) {
   const auto sa = a.speed(), sb = b.speed();
+  if (!sa || !sb || *sa <= 0) return std::nullopt;
+  return *sb / *sa;
+}
+
+std::optional<double> decode_speed_ratio(const Sums& a, const Sums& b) {
+  const auto sa = a.decode_speed(), sb = b.decode_speed();
   if (!sa || !sb || *sa <= 0) return std::nullopt;
   return *sb / *sa;
 }
@@ -69,6 +79,7 @@ ArmSummary summarize(std::span<const PromptRecord> prompts) {
     ++s.n_prompts;
     s.tokens += r.tokens;
     s.ms += r.ms;
+    s.prefill_ms += r.prefill_ms;
     s.drafted += r.drafted;
     s.accepted += r.accepted;
     s.rounds += r.rounds;
@@ -105,7 +116,8 @@ Result<PairedStats> paired_bootstrap(std::span<const PromptRecord> a, std::span<
   PairedStats out;
   out.n_prompts = (int64_t)n;
   const auto delta = compare_acceptance ? accept_delta_pts(full_a, full_b) : std::nullopt;
-  std::vector<double> ratios, deltas;
+  const auto dratio = decode_speed_ratio(full_a, full_b);
+  std::vector<double> ratios, deltas, dratios;
   ratios.reserve((size_t)opt.n_boot);
   if (delta) deltas.reserve((size_t)opt.n_boot);
   Rng rng(opt.seed);
@@ -117,10 +129,13 @@ Result<PairedStats> paired_bootstrap(std::span<const PromptRecord> a, std::span<
       sb.add(b[i]);
     }
     if (auto r = speed_ratio(sa, sb)) ratios.push_back(*r);
+    if (dratio)
+      if (auto r = decode_speed_ratio(sa, sb)) dratios.push_back(*r);
     if (delta)
       if (auto d = accept_delta_pts(sa, sb)) deltas.push_back(*d);
   }
   out.speed_ratio = make_interval(*ratio, ratios, opt.level);
+  if (dratio) out.decode_speed_ratio = make_interval(*dratio, dratios, opt.level);
   if (delta) out.accept_delta_pts = make_interval(*delta, deltas, opt.level);
   return out;
 }

@@ -21,6 +21,7 @@ namespace dspark::eval {
 struct PromptRecord {
   int64_t tokens = 0;     // new tokens generated
   double ms = 0;          // wall time of the generate calls (prefill + decode), milliseconds
+  double prefill_ms = 0;  // of which prefill (the prompt; a speculative arm's includes its drafter's context pass)
   int64_t drafted = 0;    // draft tokens proposed (serial: 0)
   int64_t accepted = 0;   // draft tokens accepted
   int64_t rounds = 0;     // target forwards after the prefill (serial: one per token)
@@ -31,10 +32,12 @@ struct PromptRecord {
 // An arm pooled over prompts: ratios of sums, never means of per-prompt ratios.
 struct ArmSummary {
   int64_t n_prompts = 0, tokens = 0, drafted = 0, accepted = 0, rounds = 0;
-  double ms = 0;
+  double ms = 0, prefill_ms = 0;
   std::vector<int64_t> drafted_by_pos, accepted_by_pos;  // [gamma]
 
   double tok_s() const { return ms > 0 ? (double)tokens * 1e3 / ms : 0; }
+  // New tokens per second of the time after the prefill: what the drafter and verify loop change.
+  double decode_tok_s() const { return ms > prefill_ms ? (double)tokens * 1e3 / (ms - prefill_ms) : 0; }
   double tau() const { return rounds ? (double)tokens / (double)rounds : 0; }  // tokens per target round
   // accepted / drafted; nullopt when nothing was drafted (serial, or a drafter that never proposed).
   std::optional<double> acceptance() const {
@@ -60,6 +63,9 @@ struct PairedStats {
   // both drafted something.
   std::optional<Interval> accept_delta_pts;
   Interval speed_ratio;  // (tokens_B / ms_B) / (tokens_A / ms_A), aggregate speeds
+  // The same over the time after each prompt's prefill (prefill is the same work in every arm and
+  // dilutes speed_ratio toward 1 on long prompts); absent when a record has no prefill time.
+  std::optional<Interval> decode_speed_ratio;
 };
 
 struct BootstrapOptions {

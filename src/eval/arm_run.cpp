@@ -19,12 +19,14 @@ Result<ArmRun> run_arm(const LoadedModel& lm, model::Session& session, std::span
     if (!r) return r.status();
     run.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     run.speculative = true;
+    run.prefill_ms = r->out.prefill_ms;
     run.tokens = std::move(r->out.tokens);
     run.stats = std::move(r->stats);
   } else {
     auto r = generate::generate(*lm.model, session, *lm.tok, prompt, gp, {});
     if (!r) return r.status();
     run.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    run.prefill_ms = r->prefill_ms;
     run.tokens = std::move(r->tokens);
   }
   return run;

@@ -18,6 +18,7 @@ namespace dspark::eval {
 struct ArmRun {
   std::vector<int32_t> tokens;  // generated ids
   double ms = 0;                // wall time of the generate call (prefill + decode), milliseconds
+  double prefill_ms = 0;        // of which the prompt's prefill (speculative: with the drafter's context pass)
   bool speculative = false;
   spec::SpecStats stats;        // speculative arms only (all zero for serial)
 };

@@ -36,6 +36,12 @@ c = j["comparisons"][0]
 assert c["identical_outputs"] == 2, "temperature 0 outputs differ between serial and ngram"
 assert c["acceptance_delta_pts"] is None and not c["verdict"]["acceptance_checked"], c
 assert j["pass"] == (c["verdict"]["pass"]), j["pass"]
+# Prefill is timed inside each call: 0 < prefill < wall time, and decode speed excludes it.
+for a in j["arms"]:
+    assert 0 < a["prefill_ms"] < a["ms"], a
+    assert abs(a["decode_tok_s"] - a["tokens"] * 1e3 / (a["ms"] - a["prefill_ms"])) < 1e-6 * a["decode_tok_s"], a
+assert all(0 < r["prefill_ms"] < r["ms"] for p in j["per_prompt"] for r in p["arms"]), j["per_prompt"]
+assert c["decode_speed_ratio"]["lo"] <= c["decode_speed_ratio"]["point"] <= c["decode_speed_ratio"]["hi"], c
 print("ok: tau %.2f, acceptance %.1f%%, speed ratio %.2f [%.2f, %.2f], verdict %s" % (
     b["tau"], 100 * b["acceptance"], c["speed_ratio"]["point"], c["speed_ratio"]["lo"], c["speed_ratio"]["hi"],
     "PASS" if c["verdict"]["pass"] else "FAIL"))

@@ -140,6 +140,25 @@ TEST(AbStats, SerialComparisonSkipsAcceptance) {
   EXPECT_NEAR(s->speed_ratio.point, (128.0 / 2000) / (128.0 / 4100), 1e-12);
 }
 
+TEST(AbStats, DecodeSpeedRatioLeavesThePrefillOut) {
+  // Both arms spend 600 ms on prefill; B decodes 64 tokens in 200 ms, A in 400 ms. Over the whole
+  // call B is 1000 / 800 = 1.25x; after the prefill it is 2x. No prefill recorded: no decode ratio.
+  std::vector<PromptRecord> a = {rec(64, 1000)}, b = {rec(64, 800, 40, 30)};
+  a[0].prefill_ms = b[0].prefill_ms = 600;
+  auto s = paired_bootstrap(a, b, true, {.n_boot = 50});
+  ASSERT_TRUE(s);
+  EXPECT_DOUBLE_EQ(s->speed_ratio.point, 1.25);
+  ASSERT_TRUE(s->decode_speed_ratio);
+  EXPECT_DOUBLE_EQ(s->decode_speed_ratio->point, 2.0);
+  EXPECT_DOUBLE_EQ(s->decode_speed_ratio->lo, 2.0);
+  EXPECT_EQ(s->decode_speed_ratio->n_valid, 50);
+  EXPECT_DOUBLE_EQ(summarize(b).decode_tok_s(), 64 * 1e3 / 200);
+  a[0].prefill_ms = 0;
+  auto t = paired_bootstrap(a, b, true, {.n_boot = 50});
+  ASSERT_TRUE(t);
+  EXPECT_FALSE(t->decode_speed_ratio);
+}
+
 TEST(AbStats, ZeroDraftedTokensLeaveTheDeltaUndefined) {
   std::vector<PromptRecord> a = {rec(64, 1000, 40, 20), rec(64, 1000, 40, 30)};
   std::vector<PromptRecord> b = {rec(64, 900), rec(64, 900)};  // speculative but never drafted
