@@ -2,7 +2,8 @@
 # `dspark ab` end to end on the real model, kept cheap (two short prompts, 8 tokens, ~1 s of CPU):
 # serial vs n-gram at temperature 0 must give JSON with both arms, identical outputs (spec decoding
 # is lossless), tau >= 1 for the drafter arm, a markdown file, and an exit code of 0 or 1 (the
-# verdict on two prompts is noise). A plot with a missing python must warn, not fail.
+# verdict on two prompts is noise). A plot with a missing python must warn, not fail. With
+# $DSPARK_SMOLLM2_MODEL also: two SmolLM2 chat answers that end at EOS, serial vs the shipped drafter.
 # Usage: test_ab_smoke.sh DSPARK_BINARY [MODEL.gguf]   (else $DSPARK_MODEL; exit 77 = skipped)
 set -u
 bin="$1"
@@ -59,4 +60,34 @@ print("ok: ab stops at EOS by default; --ignore-eos gives exactly -n tokens")
 PY
 exp_rc=$(python3 -c "import json,sys; print(0 if json.load(open(sys.argv[1]))['pass'] else 1)" "$tmp/out.json" 2>/dev/null)
 [ "$rc" = "$exp_rc" ] || { echo "FAIL exit code $rc does not match the verdict"; fail=1; }
+# Answers that really end at EOS: Gemma 3 above is a base model and writes on to -n; SmolLM2's chat
+# answers to these two questions stop after ~7 and ~13 tokens. Serial and the shipped DSpark drafter
+# must both stop there (a round whose accepted run crosses EOS ends the answer at it), with the same
+# tokens; --ignore-eos runs on to exactly -n. Skipped without $DSPARK_SMOLLM2_MODEL.
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+smol="${DSPARK_SMOLLM2_MODEL:-}"
+if [ -n "$smol" ] && [ -f "$smol" ] && [ -d "$root/drafters/smollm2-135m" ]; then
+  cat >"$tmp/short.jsonl" <<'JSONL'
+{"category": "short", "turns": ["Reply with one word: what color is the sky on a clear day?"]}
+{"category": "short", "turns": ["What is 2 + 2? Answer with just the number."]}
+JSONL
+  for mode in eos ignore; do
+    extra=(); [ "$mode" = ignore ] && extra=(--ignore-eos)
+    "$bin" ab -m "$smol" --prompts "$tmp/short.jsonl" -n 48 --bootstrap 100 "${extra[@]}" --a serial \
+      --b "draft-model=$root/drafters/smollm2-135m,num-draft-tokens=4" --json >"$tmp/smol-$mode.json" 2>>"$tmp/err"
+  done
+  python3 - "$tmp/smol-eos.json" "$tmp/smol-ignore.json" <<'PY' || fail=1
+import json, sys
+d, f = (json.load(open(p)) for p in sys.argv[1:3])
+toks = [[a["tokens"] for a in p["arms"]] for p in d["per_prompt"]]
+assert all(0 < t < 48 for row in toks for t in row), f"an answer did not end at EOS before 48 tokens: {toks}"
+assert all(row[0] == row[1] for row in toks), f"serial and DSpark stopped at different lengths: {toks}"
+assert d["comparisons"][0]["identical_outputs"] == 2, d["comparisons"][0]
+assert all(a["tokens"] == 48 for p in f["per_prompt"] for a in p["arms"]), f["per_prompt"]
+assert f["comparisons"][0]["identical_outputs"] == 2, f["comparisons"][0]
+print(f"ok: SmolLM2 answers end at EOS after {toks} tokens in both arms; --ignore-eos gives 48")
+PY
+else
+  echo "note: SmolLM2 EOS check skipped (no \$DSPARK_SMOLLM2_MODEL)"
+fi
 [ "$fail" -eq 0 ] || { sed 's/^/  | /' "$tmp/err" | tail -5; exit 1; }
