@@ -123,6 +123,8 @@ Status DSparkDrafter::begin(std::span<const int32_t> prompt, const TapRows& taps
   ctx_.len = 0;
   last_slots_ = 0;
   gate_ = Gate{};
+  req_predicted_ = req_accepted_ = 0;
+  slot_conf_.clear();
   copy_.begin(prompt);
   if (c.lookup_max_ngram > 0) history_.assign(prompt.begin(), prompt.end());
   if (taps.n_rows != (int64_t)prompt.size())
@@ -152,6 +154,18 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
     ++gate_rounds_;
     gate_.pending = false;
   }
+  // Slot i of the last draft was evaluated iff slots < i were all accepted, accepted iff i < accepted.
+  const size_t accepted = committed.size() - 1;
+  for (size_t i = 0; i < slot_conf_.size() && i <= accepted; ++i) {
+    if (slot_conf_[i] < 0) continue;
+    const double hit = i < accepted ? 1.0 : 0.0;
+    req_predicted_ += slot_conf_[i];
+    req_accepted_ += hit;
+    all_predicted_ += slot_conf_[i];
+    all_accepted_ += hit;
+    ++all_evaluated_;
+  }
+  slot_conf_.clear();
   if (!copy_.commit(committed, pos))
     return Status::error("dspark drafter: copy head history out of step at position " + std::to_string(pos));
   if (model_->config().lookup_max_ngram > 0) history_.insert(history_.end(), committed.begin(), committed.end());
@@ -186,6 +200,8 @@ nlohmann::json DSparkDrafter::stats() const {
                       {"draft_rounds", rounds_}, {"backbone_rounds", backbone_rounds_}};
   if (opt_.copy) j["copy_head"] = copy_.stats();
   else j["copy_head_shadow"] = copy_.stats()["shadow"];
+  // How the network's calibrated confidences compared with what the target accepted (all requests).
+  j["network_calibration"] = {{"evaluated", all_evaluated_}, {"predicted", all_predicted_}, {"accepted", all_accepted_}};
   if (opt_.schedule && opt_.backbone_gate)
     j["backbone_gate"] = {{"rounds_skipped", gate_skips_}, {"probes", gate_probes_}, {"gated_rounds", gate_rounds_}};
   return j;
@@ -246,6 +262,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   out->tokens.clear();
   out->confidence.clear();
   conf_logits_.clear();
+  slot_conf_.clear();
   last_slots_ = 0;
   const int n = std::min(gamma_, req.max_n);
   const bool sampled = req.sampler.temperature > 0.0f;
@@ -298,6 +315,12 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   if (sampled) out->q.resize((size_t)n);
   int32_t prev = req.pending;
   int taken = 0;
+  // Per-request rescaling of the network's calibrated confidences (DSparkOptions::adapt_confidence).
+  constexpr double kAdaptPriorSlots = 10;  // prior weight, in evaluated network slots, of "calibrated as trained"
+  constexpr double kMaxSlotConf = 0.99;
+  const double conf_scale =
+      opt_.adapt_confidence ? (req_accepted_ + kAdaptPriorSlots) / (req_predicted_ + kAdaptPriorSlots) : 1.0;
+  double net_conf = -1;  // c_k of the network slot being decided (-1: none computed)
   // Cost-aware: a backbone pass at slot k pays if the drafter's slots, as accepted so far, are
   // expected to raise the rate (its cost is known from earlier rounds).
   auto backbone_pays = [&](int k) {
@@ -343,11 +366,13 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       if (sampled) out->q[(size_t)k] = {{cp.token, 1.0f}};
       prev = cp.token;
       out->tokens.push_back(prev);
+      slot_conf_.push_back(-1);
       copy_.push(prev, cp.n, cp.n, alt);
       taken = k + 1;
       continue;
     }
     if (markov_.enabled()) markov_.prepare(prev, h_k, s_.mm);
+    net_conf = -1;
     if (want_conf) {
       // confidence_with_markov implies r > 0 (DSparkConfig), so W1[prev] is prepared.
       const float* w1 = c.confidence_with_markov ? markov_.w1_row() : nullptr;
@@ -356,9 +381,10 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       conf_logits_.push_back(z);
       out->confidence.push_back(conf);
       if (opt_.threshold > 0.0f && conf < opt_.threshold) break;  // non-anticipating: uses slots <= k only
+      const float T = (size_t)k < c.sts_temperatures.size() ? c.sts_temperatures[(size_t)k] : 1.0f;
+      net_conf = (double)sigmoid(z / T);  // calibrated (STS)
       if (schedule) {
-        const float T = (size_t)k < c.sts_temperatures.size() ? c.sts_temperatures[(size_t)k] : 1.0f;
-        const double a = surv * (double)sigmoid(z / T);
+        const double a = surv * std::min(kMaxSlotConf, net_conf * conf_scale);
         const double rate = (expected + a) / (draft_cost() + vms[(size_t)k + 2]);
         if (!(rate > best_rate)) break;  // first non-improvement ends the scan
         best_rate = rate;
@@ -398,6 +424,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     }
     prev = model_->to_target(j);
     out->tokens.push_back(prev);
+    slot_conf_.push_back(net_conf);
     copy_.push(prev, 0, seen.n, seen.token);
     taken = k + 1;
   }
