@@ -70,8 +70,7 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   dopt.ctx_reserve = rt.n_ctx;
   dopt.schedule = c.cost_schedule();
   dopt.backbone_gate = c.schedule == "cost-gated";
-  dopt.static_costs = c.schedule == "cost-static" || c.schedule == "cost-adapt";
-  dopt.adapt_confidence = c.schedule == "cost-adapt";
+  dopt.static_costs = c.schedule == "cost-static";
   dopt.verify_ms = rt.verify_ms;
   dopt.copy_bits = spec::copy_bits_of_quant(c.quant);  // auto is resolved first (runtime/draft_quant.h)
   auto d = spec::DSparkDrafter::load(c.model, *target.model, dopt, pool);  // gamma = block_size

@@ -123,7 +123,6 @@ Status DSparkDrafter::begin(std::span<const int32_t> prompt, const TapRows& taps
   ctx_.len = 0;
   last_slots_ = 0;
   gate_ = Gate{};
-  req_predicted_ = req_accepted_ = 0;
   slot_conf_.clear();
   copy_.begin(prompt);
   if (c.lookup_max_ngram > 0) history_.assign(prompt.begin(), prompt.end());
@@ -158,11 +157,8 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
   const size_t accepted = committed.size() - 1;
   for (size_t i = 0; i < slot_conf_.size() && i <= accepted; ++i) {
     if (slot_conf_[i] < 0) continue;
-    const double hit = i < accepted ? 1.0 : 0.0;
-    req_predicted_ += slot_conf_[i];
-    req_accepted_ += hit;
     all_predicted_ += slot_conf_[i];
-    all_accepted_ += hit;
+    all_accepted_ += i < accepted ? 1.0 : 0.0;
     ++all_evaluated_;
   }
   slot_conf_.clear();
@@ -315,12 +311,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   if (sampled) out->q.resize((size_t)n);
   int32_t prev = req.pending;
   int taken = 0;
-  // Per-request rescaling of the network's calibrated confidences (DSparkOptions::adapt_confidence).
-  constexpr double kAdaptPriorSlots = 10;  // prior weight, in evaluated network slots, of "calibrated as trained"
-  constexpr double kMaxSlotConf = 0.99;
-  const double conf_scale =
-      opt_.adapt_confidence ? (req_accepted_ + kAdaptPriorSlots) / (req_predicted_ + kAdaptPriorSlots) : 1.0;
-  double net_conf = -1;  // c_k of the network slot being decided (-1: none computed)
+  double net_conf = -1;  // calibrated c_k of the network slot being decided (-1: none computed)
   // Cost-aware: a backbone pass at slot k pays if the drafter's slots, as accepted so far, are
   // expected to raise the rate (its cost is known from earlier rounds).
   auto backbone_pays = [&](int k) {
@@ -384,7 +375,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
       const float T = (size_t)k < c.sts_temperatures.size() ? c.sts_temperatures[(size_t)k] : 1.0f;
       net_conf = (double)sigmoid(z / T);  // calibrated (STS)
       if (schedule) {
-        const double a = surv * std::min(kMaxSlotConf, net_conf * conf_scale);
+        const double a = surv * net_conf;
         const double rate = (expected + a) / (draft_cost() + vms[(size_t)k + 2]);
         if (!(rate > best_rate)) break;  // first non-improvement ends the scan
         best_rate = rate;

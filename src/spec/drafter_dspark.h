@@ -69,13 +69,6 @@ struct DSparkOptions {
   // instead of the online estimates, so two arms of an A/B differ by their algorithm, not by the
   // timings each happened to observe.
   bool static_costs = false;
-  // Per-request calibration of the network's confidences (with the schedule): the calibrated c_k
-  // of the network slots the target evaluated in this request are summed (predicted) beside the
-  // slots it accepted, and later slots use c_k * (accepted + m) / (predicted + m) (m =
-  // kAdaptPriorSlots): text on which the confidence head is over-confident (a prompt unlike the
-  // training prompts) drafts less, text it under-rates drafts more. Decisions use only earlier
-  // rounds' outcomes, so at T > 0 the output distribution is still the target's.
-  bool adapt_confidence = false;
   // Copy head (dspark/copy_head.h): slots with a prompt-lookup match take the copied token; the
   // backbone runs only when a slot has none. Its online acceptance estimate is the slot's c_k.
   bool copy = false;
@@ -177,11 +170,10 @@ class DSparkDrafter : public Drafter {
     double pending_ms = 0;       // that round's cost from the tables
   } gate_;                       // reset by begin()
   int64_t gate_skips_ = 0, gate_probes_ = 0, gate_rounds_ = 0;  // over all requests, like rounds_
-  // Network-slot calibration: c_k of each slot of the last draft (-1: a copied slot or no c_k),
-  // and over the evaluated network slots the sums of c_k and of acceptances, this request
-  // (DSparkOptions::adapt_confidence; reset by begin()) and over all requests (stats()).
+  // Network-slot calibration (stats()): the calibrated c_k of each slot of the last draft (-1: a
+  // copied slot, or no c_k computed), and over all requests' evaluated network slots the sums of
+  // c_k and of acceptances.
   std::vector<double> slot_conf_;
-  double req_predicted_ = 0, req_accepted_ = 0;
   double all_predicted_ = 0, all_accepted_ = 0;
   int64_t all_evaluated_ = 0;
 };

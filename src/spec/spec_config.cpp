@@ -72,12 +72,10 @@ const SpecKey kKeys[] = {
                        "cost-static (cost, greedy requests too deciding from the start-up verify table and backbone\n"
                        "time instead of online timings, as sampled ones always do: drafts do not follow timing noise)\n"
                        "or cost-gated (cost, and a round skips the network when recent network rounds were slower\n"
-                       "than plain decoding; measured slower than cost on SmolLM2, docs/DSPARK-ENGINE.md) or\n"
-                       "cost-adapt (cost-static, the network's confidences rescaled per request by how its evaluated\n"
-                       "slots were accepted so far in that request)",
+                       "than plain decoding; measured slower than cost on SmolLM2, docs/DSPARK-ENGINE.md)",
      [](const SpecConfig& c) { return c.schedule; },
      [](SpecConfig* c, const std::string& v) {
-       return one_of(v, {"fixed", "cost", "cost-static", "cost-gated", "cost-adapt"}, &c->schedule);
+       return one_of(v, {"fixed", "cost", "cost-static", "cost-gated"}, &c->schedule);
      }},
     {"draft-copy", "dspark copy head (prompt lookup in the sequential stage): auto (as the drafter's config\n"
                    "says), on, off, only (the copy head alone: the network never runs, a slot without a lookup\n"

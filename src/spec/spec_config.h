@@ -27,15 +27,12 @@ struct SpecConfig {
   double threshold = 0.0;           // DSpark: stop at the first slot whose confidence is below it; [0, 1]
   // DSpark draft length: fixed (gamma / threshold) | cost (Algorithm 1) | cost-static (Algorithm 1
   // from start-up costs only, DSparkOptions::static_costs) | cost-gated (Algorithm 1 with the
-  // backbone gate, DSparkOptions::backbone_gate) | cost-adapt (cost-static with the network's
-  // confidences recalibrated per request, DSparkOptions::adapt_confidence)
+  // backbone gate, DSparkOptions::backbone_gate)
   std::string schedule = "fixed";
   std::string copy = "auto";        // DSpark copy head: auto (as the config says) | on | off | only | first
   std::string quant = "auto";       // DSpark checkpoint: auto | none (as given) | int8 | int4 (runtime/draft_quant.h)
 
-  bool cost_schedule() const {
-    return schedule == "cost" || schedule == "cost-static" || schedule == "cost-gated" || schedule == "cost-adapt";
-  }
+  bool cost_schedule() const { return schedule == "cost" || schedule == "cost-static" || schedule == "cost-gated"; }
   bool operator==(const SpecConfig&) const = default;
 };
 
