@@ -154,12 +154,14 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
     gate_.pending = false;
   }
   // Slot i of the last draft was evaluated iff slots < i were all accepted, accepted iff i < accepted.
-  const size_t accepted = committed.empty() ? 0 : committed.size() - 1;
-  for (size_t i = 0; i < slot_conf_.size() && i <= accepted && !committed.empty(); ++i) {
-    if (slot_conf_[i] < 0) continue;
-    all_predicted_ += slot_conf_[i];
-    all_accepted_ += i < accepted ? 1.0 : 0.0;
-    ++all_evaluated_;
+  if (!committed.empty()) {
+    const size_t accepted = committed.size() - 1;
+    for (size_t i = 0; i < slot_conf_.size() && i <= accepted; ++i) {
+      if (slot_conf_[i] < 0) continue;
+      all_predicted_ += slot_conf_[i];
+      all_accepted_ += i < accepted ? 1.0 : 0.0;
+      ++all_evaluated_;
+    }
   }
   slot_conf_.clear();
   if (!copy_.commit(committed, pos))
