@@ -31,6 +31,11 @@ nlohmann::json stats_json(const train::SlotStats& s) {
     j["top1_lookup_unguessed_by_pos"] = s.top1_unguessed;
     j["slots_lookup_guessed_by_pos"] = s.count_guessed;
   }
+  nlohmann::json bins = nlohmann::json::array();
+  for (size_t b = 0; b < s.slot1_bin_count.size(); ++b)
+    bins.push_back({{"target_top1_prob_below", train::kTargetConfidenceBins[b]}, {"slots", s.slot1_bin_count[b]},
+                    {"draft_top1", s.slot1_bin_top1[b]}});
+  j["slot1_by_target_confidence"] = bins;
   return j;
 }
 
@@ -165,6 +170,20 @@ int verb_drafter_diag(int argc, char** argv) {
   }
   print_row("heldout", "draft entropy (nats)", rows[0].second.draft_entropy);
   print_row("heldout", "target entropy (top-k)", rows[0].second.target_entropy);
+  for (size_t r : {(size_t)0, rows.size() - 1}) {
+    const train::SlotStats& s = rows[r].second;
+    std::printf("\nSlot 1 by the target's top-1 probability (%s): share of slots, draft top-1 == target top-1\n",
+                rows[r].first.c_str());
+    std::printf("| target top-1 prob | slots | share | draft top-1 |\n|---|---:|---:|---:|\n");
+    int64_t tot = 0;
+    for (int64_t c : s.slot1_bin_count) tot += c;
+    double lo = 0;
+    for (size_t b = 0; b < s.slot1_bin_count.size(); ++b) {
+      std::printf("| %.2f-%.2f | %lld | %.3f | %.3f |\n", lo, train::kTargetConfidenceBins[b], (long long)s.slot1_bin_count[b],
+                  (double)s.slot1_bin_count[b] / (double)std::max<int64_t>(1, tot), s.slot1_bin_top1[b]);
+      lo = train::kTargetConfidenceBins[b];
+    }
+  }
   std::printf("\n| tap | RMS | per-dim RMS median | per-dim RMS max | max abs |\n|---:|---:|---:|---:|---:|\n");
   for (const auto& t : taps)
     std::printf("| %d | %.3f | %.3f | %.3f | %.1f |\n", t.tap, t.rms, t.dim_rms_median, t.dim_rms_max, t.abs_max);

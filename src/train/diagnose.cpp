@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "core/f16.h"
 
@@ -41,6 +42,9 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
   s.loss = lt.loss;
   const std::vector<float>& logits = net.logits();
   const bool lookup = p.cfg.lookup_max_ngram > 0;
+  constexpr size_t kBins = std::size(kTargetConfidenceBins);
+  s.slot1_bin_count.assign(kBins, 0);
+  s.slot1_bin_top1.assign(kBins, 0.0);
   if (lookup) {
     s.top1_guessed.assign((size_t)g, 0.0);
     s.top1_unguessed.assign((size_t)g, 0.0);
@@ -53,9 +57,18 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
       if (blk.label[(size_t)k] < 0) continue;
       const float* l = &logits[(bi * (size_t)g + (size_t)k) * (size_t)vd];
       const float mx = *std::max_element(l, l + vd);
+      const int64_t best = std::max_element(l, l + vd) - l;
+      if (k == 0 && batch.top_k > 0) {
+        // The recorded top-k is sorted, so entry 0 is the target's argmax and its probability.
+        const double p1 = blk.dist_probs[0][0];
+        size_t bin = 0;
+        while (bin + 1 < kBins && p1 >= kTargetConfidenceBins[bin]) ++bin;
+        ++s.slot1_bin_count[bin];
+        const int32_t top = blk.dist_ids[0][0];
+        if (top >= 0 && (size_t)top < p.t2d.size() && p.t2d[(size_t)top] == best) s.slot1_bin_top1[bin] += 1.0;
+      }
       if (lookup) {
         const bool guessed = k + 1 < g && !blk.inputs.empty() && blk.inputs[(size_t)k + 1] != p.cfg.mask_token_id;
-        const int64_t best = std::max_element(l, l + vd) - l;
         const double hit = p.t2d[(size_t)blk.label[(size_t)k]] == best ? 1.0 : 0.0;
         (guessed ? s.top1_guessed : s.top1_unguessed)[(size_t)k] += hit;
         ++(guessed ? s.count_guessed : s.count_unguessed)[(size_t)k];
@@ -76,6 +89,7 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
       ++s.count[(size_t)k];
     }
   }
+  for (size_t b = 0; b < kBins; ++b) s.slot1_bin_top1[b] /= (double)std::max<int64_t>(1, s.slot1_bin_count[b]);
   for (int64_t k = 0; k < g; ++k) {
     const double n = (double)std::max<int64_t>(1, s.count[(size_t)k]);
     s.top1[(size_t)k] = lt.count[(size_t)k] ? lt.top1_sum[(size_t)k] / (double)lt.count[(size_t)k] : 0.0;

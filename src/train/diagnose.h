@@ -28,8 +28,17 @@ struct SlotStats {
   // (slot k + 1's input is not MASK); empty for drafters without lookup input.
   std::vector<double> top1_guessed, top1_unguessed;
   std::vector<int64_t> count_guessed, count_unguessed;
+  // Slot 1 binned by the target's own top-1 probability (kTargetConfidenceBins): how many slots fall
+  // in each bin and how often the draft's argmax is the target's argmax there. Where the misses sit
+  // says whether a better drafter can still gain (misses where the target is sure) or the target's
+  // own uncertainty bounds acceptance (misses where its top-1 is a coin flip).
+  std::vector<int64_t> slot1_bin_count;
+  std::vector<double> slot1_bin_top1;
   double loss = 0;
 };
+
+// Upper edges of the target top-1 probability bins of SlotStats::slot1_bin_* (the last is 1).
+inline constexpr double kTargetConfidenceBins[] = {0.2, 0.4, 0.6, 0.8, 0.95, 1.0};
 
 // Runs the forward over `batch` (taps already in the drafter's input scale) with taps altered per
 // `ab` (kShuffle: every sequence gets the context rows of the next sequence of the batch, cyclically,

@@ -110,6 +110,10 @@ d = json.load(open(sys.argv[1]))
 runs = d["runs"]
 for k in ("heldout / taps", "heldout / taps zeroed", "heldout / taps shuffled", "train / taps"):
     assert len(runs[k]["top1_by_pos"]) == 7, k
+    bins = runs[k]["slot1_by_target_confidence"]
+    assert [b["target_top1_prob_below"] for b in bins] == [0.2, 0.4, 0.6, 0.8, 0.95, 1.0], k
+    assert sum(b["slots"] for b in bins) == runs[k]["slots_by_pos"][0], k
+    assert all(0 <= b["draft_top1"] <= 1 for b in bins), k
 assert [t["tap"] for t in d["tap_rms"]] == [2, 8]
 assert all(t["rms"] > 0 for t in d["tap_rms"])
 PY
