@@ -1,8 +1,9 @@
 // A backend that times every op of another backend (a decorator: the model runs unchanged on it).
 // `dspark bench --profile` loads the target on one to say where decode time goes: per op (matmuls
 // by weight type and shape), calls and milliseconds. Ops run from worker threads (attention, one
-// call per K/V head group) are timed per call and summed over threads, so their figure is thread
-// time, not wall time. Timing costs two clock reads per op (~0.05 us).
+// call per K/V head group; in forwards of >= 32 rows also norms, RoPE, KV stores, adds and
+// activations, model::Model::row_ranges) are timed per call and summed over threads, so their
+// figure is thread time, not wall time. Timing costs two clock reads per op (~0.05 us).
 // Thread safety: as the wrapped backend; the tables are guarded by a mutex.
 #pragma once
 

@@ -73,31 +73,42 @@ class Gemma3Model final : public Model {
 
     for (int64_t il = 0; il < c.n_layer; ++il) {
       const LayerWeights& L = weights().layers[il];
-      // Attention block.
-      be.rms_norm_rows(x, L.attn_norm, xn, n, n_embd, c.rms_eps);
+      // Attention block. Per-row steps run over row ranges (row_ranges: the pool in prefill).
+      row_ranges(w, n, [&](int64_t r0, int64_t r1) {
+        be.rms_norm_rows(x + r0 * n_embd, L.attn_norm, xn + r0 * n_embd, r1 - r0, n_embd, c.rms_eps);
+      });
       project_qkv(w, L, xn, n);  // w.q [n, n_head * hd], w.k / w.v [n, kv_dim]
-      for (int64_t t = 0; t < n; ++t) {
-        float* q = w.q.data() + t * q_dim;
-        float* k = w.k.data() + t * kv_dim;
-        const int64_t pos = w.row_pos[t];
-        be.rms_norm_rows(q, L.q_norm, q, c.n_head, hd, c.rms_eps);     // per head
-        be.rms_norm_rows(k, L.k_norm, k, c.n_head_kv, hd, c.rms_eps);  // per K/V head
-        be.rope(kernels::RopeMode::kNeox, q, c.n_head, hd, pos, c.rope_base(il));
-        be.rope(kernels::RopeMode::kNeox, k, c.n_head_kv, hd, pos, c.rope_base(il));
-        be.scale(q, q_dim, c.attn_scale);
-        store_kv(w, il, t, k, w.v.data() + t * kv_dim);
-      }
+      row_ranges(w, n, [&](int64_t r0, int64_t r1) {
+        for (int64_t t = r0; t < r1; ++t) {
+          float* q = w.q.data() + t * q_dim;
+          float* k = w.k.data() + t * kv_dim;
+          const int64_t pos = w.row_pos[t];
+          be.rms_norm_rows(q, L.q_norm, q, c.n_head, hd, c.rms_eps);     // per head
+          be.rms_norm_rows(k, L.k_norm, k, c.n_head_kv, hd, c.rms_eps);  // per K/V head
+          be.rope(kernels::RopeMode::kNeox, q, c.n_head, hd, pos, c.rope_base(il));
+          be.rope(kernels::RopeMode::kNeox, k, c.n_head_kv, hd, pos, c.rope_base(il));
+          be.scale(q, q_dim, c.attn_scale);
+          store_kv(w, il, t, k, w.v.data() + t * kv_dim);
+        }
+      });
       attention(w, il, n);
       be.matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]
-      be.rms_norm_rows(w.o.data(), L.post_attn_norm, w.o.data(), n, n_embd, c.rms_eps);
-      be.add_inplace(x, w.o.data(), n * n_embd);
+      // x += post_attn_norm(o); then xn = ffn_norm(x).
+      row_ranges(w, n, [&](int64_t r0, int64_t r1) {
+        float* o = w.o.data() + r0 * n_embd;
+        be.rms_norm_rows(o, L.post_attn_norm, o, r1 - r0, n_embd, c.rms_eps);
+        be.add_inplace(x + r0 * n_embd, o, (r1 - r0) * n_embd);
+        be.rms_norm_rows(x + r0 * n_embd, L.ffn_norm, xn + r0 * n_embd, r1 - r0, n_embd, c.rms_eps);
+      });
 
       // Feed-forward block (GeGLU).
-      be.rms_norm_rows(x, L.ffn_norm, xn, n, n_embd, c.rms_eps);
       gated_ffn(w, L, xn, n, [&](const float* g, const float* u, float* o, int64_t m) { be.gelu_mul(g, u, o, m); });
       be.matmul(w.mm, L.w_down, w.gate.data(), n, w.o.data(), n_embd);  // [n, n_embd]
-      be.rms_norm_rows(w.o.data(), L.post_ffw_norm, w.o.data(), n, n_embd, c.rms_eps);
-      be.add_inplace(x, w.o.data(), n * n_embd);
+      row_ranges(w, n, [&](int64_t r0, int64_t r1) {
+        float* o = w.o.data() + r0 * n_embd;
+        be.rms_norm_rows(o, L.post_ffw_norm, o, r1 - r0, n_embd, c.rms_eps);
+        be.add_inplace(x + r0 * n_embd, o, (r1 - r0) * n_embd);
+      });
       if (!opt.taps.empty()) capture(w, n, opt, (int)il, x);
     }
     finish(w, n, opt, last_rows);

@@ -138,6 +138,9 @@ class Model {
   // sessions must be distinct.
   Status forward_multi(std::span<const SeqInput> seqs, const ForwardOptions& opt, ForwardScratch& scratch) const;
 
+  // Forwards of at least this many rows spread their per-row steps over the pool (row_ranges).
+  static constexpr int64_t kParallelRowsMin = 32;
+
  protected:
   Model(formats::GgufFile file, ModelConfig config, ModelWeights weights, const kernels::Backend& be)
       : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)), be_(&be) {
@@ -151,6 +154,20 @@ class Model {
                             std::span<const int64_t> last_rows) const = 0;
 
   // Shared steps for forward_rows implementations.
+  // fn(r0, r1) over contiguous ranges covering rows [0, n): spread over w.pool for prefill-sized n
+  // (>= kParallelRowsMin) on a host-memory backend, else one call fn(0, n). For per-row work only
+  // (norms, RoPE, KV stores, residual adds, activations), whose rows do not depend on each other,
+  // so the result is the same whichever thread runs a row; ranges start at row boundaries, so a
+  // vectorized op sees the same alignment as in one call. Verify windows (<= 16 rows) stay on the
+  // calling thread, where a hand-off would cost more than the work.
+  template <class Fn>
+  void row_ranges(ForwardScratch& w, int64_t n, const Fn& fn) const {
+    if (!w.pool || w.pool->size() < 2 || n < kParallelRowsMin || !be_->host_memory()) {
+      fn((int64_t)0, n);
+      return;
+    }
+    w.pool->run([&](int ti, int nt) { fn(n * ti / nt, n * (ti + 1) / nt); });
+  }
   // x [n, n_embd] <- token_embd rows of w.row_token, times config().embd_scale when != 1.
   void embed(ForwardScratch& w, int64_t n) const;
   // Copies rows of src [n, n_embd] to the outputs of tap point `point` of their sessions.
@@ -170,11 +187,15 @@ class Model {
     if (be_->weight_prepared(L.w_gate_up)) {
       float* f = w.fused_rows((size_t)(n * 2 * ff));  // [n, n_ff gate | n_ff up]
       be_->matmul(w.mm, L.w_gate_up, xn, n, f, 2 * ff);
-      for (int64_t t = 0; t < n; ++t) act(f + t * 2 * ff, f + t * 2 * ff + ff, w.gate.data() + t * ff, ff);
+      row_ranges(w, n, [&](int64_t r0, int64_t r1) {
+        for (int64_t t = r0; t < r1; ++t) act(f + t * 2 * ff, f + t * 2 * ff + ff, w.gate.data() + t * ff, ff);
+      });
     } else {
       be_->matmul(w.mm, L.w_gate, xn, n, w.gate.data(), ff);  // [n, n_ff]
       be_->matmul(w.mm, L.w_up, xn, n, w.up.data(), ff);      // [n, n_ff]
-      act(w.gate.data(), w.up.data(), w.gate.data(), n * ff);
+      row_ranges(w, n, [&](int64_t r0, int64_t r1) {
+        act(w.gate.data() + r0 * ff, w.up.data() + r0 * ff, w.gate.data() + r0 * ff, (r1 - r0) * ff);
+      });
     }
   }
   // Advances the sessions' caches, then the final norm and the LM head on the rows that need them.

@@ -79,6 +79,19 @@ TEST_F(TinyModel, BatchedEqualsSerial) {
   EXPECT_LT(max_abs_diff(a.logits(), serial.data(), serial.size()), kTolBatchVsSerial);
 }
 
+// A prefill long enough that its per-row steps (norms, q/k norms, RoPE, KV stores, adds, GeGLU) run
+// on both threads of the pool gives the bits of the same forward on the calling thread alone.
+TEST_F(TinyModel, PrefillRowsOnThePoolEqualOneThreadBitwise) {
+  constexpr int kRows = 48;
+  static_assert(kRows >= model::Model::kParallelRowsMin);
+  const auto toks = tokens(kRows, 5);
+  model::Session pooled(*model_, {.n_ctx = 64, .max_batch = 64}, &pool_);
+  model::Session alone(*model_, {.n_ctx = 64, .max_batch = 64}, nullptr);
+  ASSERT_TRUE(model_->forward(pooled, toks, {model::LogitsMode::kAll, {}}).is_ok());
+  ASSERT_TRUE(model_->forward(alone, toks, {model::LogitsMode::kAll, {}}).is_ok());
+  EXPECT_EQ(max_abs_diff(pooled.logits(), alone.logits(), (size_t)kRows * tiny_.n_vocab), 0.0f);
+}
+
 // Speculative rollback: write a window of drafts, keep some, trim the rest, continue. The result
 // must equal a fresh run over the committed tokens, including after the sliding ring wraps.
 TEST_F(TinyModel, TrimRollbackAcrossRingWrap) {

@@ -90,6 +90,31 @@ TEST_P(TinyLlamaModel, BatchedEqualsSerialBitwise) {
   EXPECT_EQ(max_abs_diff(a.logits(), serial.data(), serial.size()), 0.0f);
 }
 
+// A prefill long enough that its per-row steps (norms, RoPE, KV stores, adds, SwiGLU) run on both
+// threads of the pool gives the bits of the same forward on the calling thread alone, and of
+// token-by-token decode.
+TEST_P(TinyLlamaModel, PrefillRowsOnThePoolEqualOneThreadBitwise) {
+  constexpr int kRows = 48;
+  static_assert(kRows >= model::Model::kParallelRowsMin);
+  const auto toks = tokens(kRows, 5);
+  const model::ForwardOptions opt{model::LogitsMode::kAll, {0, 1}};
+  model::Session pooled(*model_, {.n_ctx = 64, .max_batch = 64}, &pool_);
+  model::Session alone(*model_, {.n_ctx = 64, .max_batch = 64}, nullptr);
+  model::Session serial(*model_, {.n_ctx = 64, .max_batch = 1}, &pool_);
+  ASSERT_TRUE(model_->forward(pooled, toks, opt).is_ok());
+  ASSERT_TRUE(model_->forward(alone, toks, opt).is_ok());
+  std::vector<float> one_by_one;
+  for (int32_t t : toks) {
+    ASSERT_TRUE(model_->forward(serial, std::span<const int32_t>(&t, 1), {model::LogitsMode::kLast, {}}).is_ok());
+    one_by_one.insert(one_by_one.end(), serial.logits(), serial.logits() + tiny_->n_vocab);
+  }
+  const size_t n = (size_t)kRows * tiny_->n_vocab;
+  EXPECT_EQ(max_abs_diff(pooled.logits(), alone.logits(), n), 0.0f);
+  EXPECT_EQ(max_abs_diff(pooled.logits(), one_by_one.data(), n), 0.0f);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(max_abs_diff(pooled.tap(i).data(), alone.tap(i).data(), pooled.tap(i).size()), 0.0f) << "tap " << i;
+}
+
 TEST_P(TinyLlamaModel, TrimRollbackEqualsFreshRun) {
   const auto committed = tokens(30, 3), junk = tokens(4, 4);
   model::Session fresh(*model_, {.n_ctx = 64, .max_batch = 4}, &pool_);
