@@ -157,7 +157,11 @@ def run_child(cmd: list[str], timeout: float) -> tuple[dict, int]:
 
 def memcpy_bandwidth(nbytes: int = 512 << 20, reps: int = 7) -> dict:
     """Best-of-N numpy copy of a large array; GB/s counting read + write (2x bytes)."""
-    import numpy as np
+    try:
+        import numpy as np
+    except ImportError:
+        return {"gb_s": None, "method": "not measured: python package numpy not installed "
+                "(pip install the numpy pin of requirements.txt)"}
 
     src = np.ones(nbytes // 8, dtype=np.float64)
     dst = np.empty_like(src)
@@ -260,7 +264,7 @@ def main() -> int:
 
     log("measuring memory copy bandwidth")
     bw = memcpy_bandwidth()
-    log(f"memcpy bandwidth {bw['gb_s']:.2f} GB/s (read+write)")
+    log(f"memcpy bandwidth {bw['gb_s']:.2f} GB/s (read+write)" if bw["gb_s"] else f"memcpy bandwidth {bw['method']}")
     wb = gguf_tensor_bytes(args.model)
     if wb["total_bytes"]:
         log(f"GGUF tensor bytes {wb['total_bytes']:,} in {wb['n_tensors']} tensors")
@@ -276,7 +280,7 @@ def main() -> int:
                 f"  peak RSS {res.get('peak_rss_bytes', 0) / 2**20:7.1f} MiB")
 
     roof = None
-    if wb["total_bytes"]:
+    if wb["total_bytes"] and bw["gb_s"]:
         roof = bw["gb_s"] * 1e9 / wb["total_bytes"]
     summary = {}
     for s in sides:
@@ -314,7 +318,10 @@ def main() -> int:
     print(f"\nLoad average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
           f" (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}); results under"
           " load are not comparable.")
-    print(f"Memory copy bandwidth: {bw['gb_s']:.2f} GB/s ({bw['method']}).")
+    if bw["gb_s"]:
+        print(f"Memory copy bandwidth: {bw['gb_s']:.2f} GB/s ({bw['method']}).")
+    else:
+        print(f"Memory copy bandwidth: {bw['method']}.")
     if roof:
         print(f"Weight bytes per decoded token: {wb['total_bytes']:,} (all GGUF tensors) → "
               f"roofline {roof:.1f} tok/s.")
