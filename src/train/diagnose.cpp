@@ -56,8 +56,8 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
     for (int64_t k = 0; k < g; ++k) {
       if (blk.label[(size_t)k] < 0) continue;
       const float* l = &logits[(bi * (size_t)g + (size_t)k) * (size_t)vd];
-      const float mx = *std::max_element(l, l + vd);
       const int64_t best = std::max_element(l, l + vd) - l;
+      const float mx = l[best];
       if (k == 0 && batch.top_k > 0) {
         // The recorded top-k is sorted, so entry 0 is the target's argmax and its probability.
         const double p1 = blk.dist_probs[0][0];
