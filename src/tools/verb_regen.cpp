@@ -62,7 +62,8 @@ Status write_json_atomic(const fs::path& path, const nlohmann::json& j) {
 
 int verb_regen(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, chat_template, prompts_path, eval_path, out_dir, taps_s = "1,4,7,10,13,16";
-  int64_t top_k = 32, max_new = 256, batch = 32, seed = 1, max_prompt = 768, n_prompts = 0, shard_size = 64;
+  int64_t top_k = 32, max_new = 256, batch = 32, seed = 1, max_prompt = 768, n_prompts = 0, shard_size = 64,
+          max_shards = 0;
   int64_t threads = ThreadPool::default_threads();
   double share = 0.25, temp = 0.7;
   bool json = false;
@@ -87,6 +88,8 @@ int verb_regen(int argc, char** argv) {
   args.add("--seed", &seed, "selects the sampled prompts and seeds their sampling", 0, INT64_MAX);
   args.add("--n-prompts", &n_prompts, "use only the first N prompts (0 = all)", 0, INT64_MAX);
   args.add("--shard-size", &shard_size, "prompts per shard", 1, 1 << 20);
+  args.add("--shards", &max_shards, "work only on the first N shards (0 = all): a smaller dataset of the same\n"
+           "settings, e.g. to compare tap layers; a later run without it continues into the rest", 0, INT64_MAX);
   add_threads_flag(args, &threads);
   std::string export_ids, from_ids, skip_ids;
   bool prompt_text = false;
@@ -284,6 +287,18 @@ int verb_regen(int argc, char** argv) {
   if (n_skipped_shards > 0)
     std::fprintf(stderr, "dspark regen: %lld shards left out (covered by %s)\n", (long long)n_skipped_shards,
                  skip_ids.c_str());
+  // --shards N: the shards past the first N wait for a later run.
+  int64_t n_beyond = 0;
+  if (max_shards > 0)
+    for (int64_t s = max_shards; s < n_shards; ++s)
+      if (!done[s] && !skipped_shard[s]) {
+        skipped_shard[s] = true;
+        ++n_skipped_shards;
+        ++n_beyond;
+      }
+  if (n_beyond > 0)
+    std::fprintf(stderr, "dspark regen: %lld shards past --shards %lld left for a later run\n", (long long)n_beyond,
+                 (long long)max_shards);
   std::vector<train::RegenJob> todo;
   for (int64_t s = 0; s < n_shards; ++s)
     if (!done[s] && !skipped_shard[s])
@@ -338,7 +353,7 @@ int verb_regen(int argc, char** argv) {
     std::vector<train::RegenJob> kept;
     int64_t missing_shards = 0;
     for (int64_t s = 0; s < n_shards; ++s) {
-      if (done[s]) continue;
+      if (done[s] || skipped_shard[s]) continue;
       const int64_t lo = s * shard_size, hi = std::min<int64_t>((s + 1) * shard_size, (int64_t)jobs.size());
       bool all = true;
       for (int64_t i = lo; i < hi && all; ++i) all = by_prompt.count(jobs[i].prompt_index) > 0;

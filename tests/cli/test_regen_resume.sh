@@ -73,6 +73,17 @@ for s in 0 1 2; do
   cmp "$tmp/r/shard-0000$s.safetensors" "$tmp/r2/shard-0000$s.safetensors" ||
     { echo "FAIL: shard $s replayed from two ids files differs"; exit 1; }
 done
+# --shards N: a replay of only the first N shards (another tap setting, say), continued later.
+"$bin" "${args[@]/$tmp\/r/$tmp/r3}" --from-ids "$tmp/ids.safetensors" --shards 2 >"$tmp/sh.json" 2>"$tmp/sh.err" ||
+  { echo "FAIL: --shards"; cat "$tmp/sh.err"; exit 1; }
+grep -q '1 shards past --shards 2' "$tmp/sh.err" || { echo "FAIL: --shards left nothing out"; cat "$tmp/sh.err"; exit 1; }
+grep -q '"sequences_run":4' "$tmp/sh.json" || { echo "FAIL: --shards 2 ran other than 4 sequences"; cat "$tmp/sh.json"; exit 1; }
+test ! -e "$tmp/r3/shard-00002.safetensors" || { echo "FAIL: --shards 2 wrote shard 2"; exit 1; }
+"$bin" "${args[@]/$tmp\/r/$tmp/r3}" --from-ids "$tmp/ids.safetensors" >"$tmp/sh2.json" 2>/dev/null
+grep -q '"sequences_run":2' "$tmp/sh2.json" || { echo "FAIL: the run after --shards did not do the rest"; cat "$tmp/sh2.json"; exit 1; }
+for s in 0 1 2; do
+  cmp "$tmp/r/shard-0000$s.safetensors" "$tmp/r3/shard-0000$s.safetensors" || { echo "FAIL: --shards shard $s differs"; exit 1; }
+done
 # An altered ids file and one from other settings are refused, naming the file / field; nothing is written.
 python3 - "$tmp/ids.safetensors" "$tmp/bad.safetensors" <<'PY'
 import sys
