@@ -34,7 +34,7 @@ nlohmann::json stats_json(const train::SlotStats& s) {
   nlohmann::json bins = nlohmann::json::array();
   for (size_t b = 0; b < s.slot1_bin_count.size(); ++b)
     bins.push_back({{"target_top1_prob_below", train::kTargetConfidenceBins[b]}, {"slots", s.slot1_bin_count[b]},
-                    {"draft_top1", s.slot1_bin_top1[b]}});
+                    {"draft_top1", s.slot1_bin_top1[b]}, {"target_top1_in_draft_vocab", s.slot1_bin_in_vocab[b]}});
   j["slot1_by_target_confidence"] = bins;
   return j;
 }
@@ -172,15 +172,17 @@ int verb_drafter_diag(int argc, char** argv) {
   print_row("heldout", "target entropy (top-k)", rows[0].second.target_entropy);
   for (size_t r : {(size_t)0, rows.size() - 1}) {
     const train::SlotStats& s = rows[r].second;
-    std::printf("\nSlot 1 by the target's top-1 probability (%s): share of slots, draft top-1 == target top-1\n",
+    std::printf("\nSlot 1 by the target's top-1 probability (%s): share of slots, draft top-1 == target top-1, and\n"
+                "the share whose target top-1 is in the draft vocabulary at all (the draft top-1's ceiling)\n",
                 rows[r].first.c_str());
-    std::printf("| target top-1 prob | slots | share | draft top-1 |\n|---|---:|---:|---:|\n");
+    std::printf("| target top-1 prob | slots | share | draft top-1 | in draft vocab |\n|---|---:|---:|---:|---:|\n");
     int64_t tot = 0;
     for (int64_t c : s.slot1_bin_count) tot += c;
     double lo = 0;
     for (size_t b = 0; b < s.slot1_bin_count.size(); ++b) {
-      std::printf("| %.2f-%.2f | %lld | %.3f | %.3f |\n", lo, train::kTargetConfidenceBins[b], (long long)s.slot1_bin_count[b],
-                  (double)s.slot1_bin_count[b] / (double)std::max<int64_t>(1, tot), s.slot1_bin_top1[b]);
+      std::printf("| %.2f-%.2f | %lld | %.3f | %.3f | %.3f |\n", lo, train::kTargetConfidenceBins[b],
+                  (long long)s.slot1_bin_count[b], (double)s.slot1_bin_count[b] / (double)std::max<int64_t>(1, tot),
+                  s.slot1_bin_top1[b], s.slot1_bin_in_vocab[b]);
       lo = train::kTargetConfidenceBins[b];
     }
   }

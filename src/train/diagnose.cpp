@@ -45,6 +45,7 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
   constexpr size_t kBins = std::size(kTargetConfidenceBins);
   s.slot1_bin_count.assign(kBins, 0);
   s.slot1_bin_top1.assign(kBins, 0.0);
+  s.slot1_bin_in_vocab.assign(kBins, 0.0);
   if (lookup) {
     s.top1_guessed.assign((size_t)g, 0.0);
     s.top1_unguessed.assign((size_t)g, 0.0);
@@ -65,7 +66,9 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
         while (bin + 1 < kBins && p1 >= kTargetConfidenceBins[bin]) ++bin;
         ++s.slot1_bin_count[bin];
         const int32_t top = blk.dist_ids[0][0];
-        if (top >= 0 && (size_t)top < p.t2d.size() && p.t2d[(size_t)top] == best) s.slot1_bin_top1[bin] += 1.0;
+        const int32_t top_d = top >= 0 && (size_t)top < p.t2d.size() ? p.t2d[(size_t)top] : -1;
+        if (top_d >= 0) s.slot1_bin_in_vocab[bin] += 1.0;
+        if (top_d == best) s.slot1_bin_top1[bin] += 1.0;
       }
       if (lookup) {
         const bool guessed = k + 1 < g && !blk.inputs.empty() && blk.inputs[(size_t)k + 1] != p.cfg.mask_token_id;
@@ -89,7 +92,10 @@ SlotStats teacher_forced_stats(DraftNet& net, const DraftParams& p, TrainBatch b
       ++s.count[(size_t)k];
     }
   }
-  for (size_t b = 0; b < kBins; ++b) s.slot1_bin_top1[b] /= (double)std::max<int64_t>(1, s.slot1_bin_count[b]);
+  for (size_t b = 0; b < kBins; ++b) {
+    s.slot1_bin_top1[b] /= (double)std::max<int64_t>(1, s.slot1_bin_count[b]);
+    s.slot1_bin_in_vocab[b] /= (double)std::max<int64_t>(1, s.slot1_bin_count[b]);
+  }
   for (int64_t k = 0; k < g; ++k) {
     const double n = (double)std::max<int64_t>(1, s.count[(size_t)k]);
     s.top1[(size_t)k] = lt.count[(size_t)k] ? lt.top1_sum[(size_t)k] / (double)lt.count[(size_t)k] : 0.0;

@@ -32,8 +32,11 @@ struct SlotStats {
   // in each bin and how often the draft's argmax is the target's argmax there. Where the misses sit
   // says whether a better drafter can still gain (misses where the target is sure) or the target's
   // own uncertainty bounds acceptance (misses where its top-1 is a coin flip).
+  // slot1_bin_in_vocab: the share whose target argmax is in the draft vocabulary at all (d2t), the
+  // ceiling of draft_top1 in that bin: a miss outside the vocabulary no drafter of this vocabulary fixes.
   std::vector<int64_t> slot1_bin_count;
   std::vector<double> slot1_bin_top1;
+  std::vector<double> slot1_bin_in_vocab;
   double loss = 0;
 };
 
