@@ -49,9 +49,13 @@ int verb_train_drafter(int argc, char** argv) {
   args.add("--steps", &steps, "optimizer steps", 1, 100000000);
   args.add("--batch-seqs", &bseqs, "sequences per batch", 1, 4096);
   args.add("--anchors", &anchors, "anchor blocks per sequence", 1, 4096);
-  double copyable_w = 1.0;
+  double copyable_w = 1.0, ce_w = train::LossWeights{}.ce, l1_w = train::LossWeights{}.l1;
   args.add("--copyable-weight", &copyable_w, "loss weight of slots prompt lookup already drafts right (a match of\n"
            ">= 2 tokens followed by the label); < 1 trains the network for the slots the copy head cannot fill", 0.0, 1.0);
+  args.add("--ce-weight", &ce_w, "weight of the cross-entropy on the answer's next token (greedy answers: the\n"
+           "target's argmax, what T = 0 acceptance needs)", 0.0, 100.0);
+  args.add("--l1-weight", &l1_w, "weight of the L1 distance to the target's distribution (the paper's TV term,\n"
+           "what T = 1 acceptance needs)", 0.0, 100.0);
   args.add("--lr", &lr, "peak learning rate", 1e-7, 1.0);
   args.add("--warmup", &warmup, "warmup share of the steps", 0.0, 1.0);
   args.add("--weight-decay", &wd, "AdamW weight decay", 0.0, 1.0);
@@ -128,6 +132,8 @@ int verb_train_drafter(int argc, char** argv) {
   o.batch_seqs = bseqs;
   o.anchors = anchors;
   o.copyable_weight = (float)copyable_w;
+  o.loss_weights.ce = ce_w;
+  o.loss_weights.l1 = l1_w;
   o.lr = lr;
   o.warmup = warmup;
   o.weight_decay = wd;

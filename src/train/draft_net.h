@@ -3,8 +3,9 @@
 // (fc -> hidden_norm -> per-layer k_proj -> K/V); every anchor's block [x_a, MASK x (γ-1)] at
 // positions a..a+γ-1 attends to context rows < a and to its own block (no mask), exactly the
 // serving forward (net::DSparkModel::backbone; tests/unit/train checks the two agree). Loss:
-// 0.1 CE + 0.9 L1 (full ||p_d - p_t||_1, the paper's "TV") + 1.0 BCE(confidence, c*), slot weights
-// exp(-(k-1)/4), with the Markov bias teacher-forced from the true previous tokens.
+// 0.1 CE + 0.9 L1 (full ||p_d - p_t||_1, the paper's "TV") + 1.0 BCE(confidence, c*) by default
+// (LossWeights), slot weights exp(-(k-1)/4), with the Markov bias teacher-forced from the true
+// previous tokens.
 // Gradients are accumulated (+=) into DraftParams::g; every backward has a finite-difference test.
 #pragma once
 
@@ -41,6 +42,13 @@ struct TrainBatch {
   int32_t top_k = 0;
 };
 
+// Weights of the three loss terms. The paper's mix (the default) favours the T = 1 acceptance that
+// the L1 term measures; greedy (T = 0) acceptance is the argmax agreement that the CE term on the
+// target's own greedy tokens pushes more directly.
+struct LossWeights {
+  double ce = 0.1, l1 = 0.9, bce = 1.0;
+};
+
 struct LossTerms {
   double loss = 0, ce = 0, l1 = 0, bce = 0;   // weighted means (as optimized)
   int64_t slots = 0;                           // valid slots
@@ -51,7 +59,7 @@ struct LossTerms {
 
 class DraftNet {
  public:
-  DraftNet(DraftParams& p, const FrozenTables& t) : p_(p), t_(t) {}
+  DraftNet(DraftParams& p, const FrozenTables& t, LossWeights lw = {}) : p_(p), t_(t), lw_(lw) {}
   // Forward (and backward when `backward`) over the batch. Gradients are added to p.g.
   LossTerms run(const TrainBatch& b, bool backward);
 
@@ -88,6 +96,7 @@ class DraftNet {
 
   DraftParams& p_;
   const FrozenTables& t_;
+  LossWeights lw_;
   std::vector<double> inv_freq_;
   // activations
   std::vector<CtxAct> ctx_;          // per sequence

@@ -95,8 +95,8 @@ LossTerms DraftNet::loss_head(const TrainBatch& b, bool backward) {
     lt.slots += 1;
     if (!backward) continue;
     // d/ds_v: CE a_ce (p_v - [v = lbl]); L1 a_l1 p_v (sign_v - S), sign_v = +1 outside the target set.
-    const float a_ce = lbl >= 0 && wce > 0 ? (float)(0.1 * w / wce) : 0.0f;
-    const float a_l1 = (float)(0.9 * w / wsum);
+    const float a_ce = lbl >= 0 && wce > 0 ? (float)(lw_.ce * w / wce) : 0.0f;
+    const float a_l1 = (float)(lw_.l1 * w / wsum);
     const float base = a_l1 * (float)(1.0 - S) + a_ce;
     std::vector<float> pt;  // p at the target ids before overwrite
     for (int32_t j = 0; j < b.top_k; ++j) {
@@ -112,9 +112,9 @@ LossTerms DraftNet::loss_head(const TrainBatch& b, bool backward) {
     for (int64_t v = 0; v < vd; ++v) p[v] *= base;
     for (size_t q = 0; q < pt.size(); q += 2) p[(int64_t)pt[q]] += pt[q + 1];
     if (lbl >= 0) p[lbl] -= a_ce;
-    dz[row] = (float)(w / wsum * (1.0 / (1.0 + std::exp(-zz)) - cs));
+    dz[row] = (float)(lw_.bce * w / wsum * (1.0 / (1.0 + std::exp(-zz)) - cs));
   }
-  lt.loss = 0.1 * lt.ce + 0.9 * lt.l1 + 1.0 * lt.bce;
+  lt.loss = lw_.ce * lt.ce + lw_.l1 * lt.l1 + lw_.bce * lt.bce;
   if (!backward) return lt;
 
   // Back through the LM head (frozen), the Markov bias and the confidence head.

@@ -107,7 +107,7 @@ Result<TrainSummary> train_drafter(const TrainerOptions& o, const model::Model& 
 
   TrainSummary sum;
   sum.drafter_dir = drafter_dir;
-  DraftNet net(p, frozen);
+  DraftNet net(p, frozen, o.loss_weights);
   TrainBatch batch;
   const auto t_start = Clock::now();
   LossTerms acc;

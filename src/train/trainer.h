@@ -13,6 +13,7 @@
 #include "core/threadpool.h"
 #include "model/model.h"
 #include "train/dataset.h"
+#include "train/draft_net.h"
 #include "train/draft_params.h"
 #include "train/heldout_result.h"
 
@@ -41,6 +42,7 @@ struct TrainerOptions {
   int64_t batch_seqs = 8;
   int64_t anchors = 16;              // per sequence
   float copyable_weight = 1.0f;      // BlockInputs::copyable_weight (training batches only)
+  LossWeights loss_weights;          // CE / L1 / BCE mix of the objective (draft_net.h)
   double lr = 6e-4, warmup = 0.04, min_lr_frac = 0.1, weight_decay = 0.0, clip = 1.0;
   double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
   uint64_t seed = 1;

@@ -119,13 +119,13 @@ std::unique_ptr<Fixture> make_fixture(int64_t n_layers, int64_t rank, int64_t ga
   return f;
 }
 
-double loss_of(Fixture& f, const std::vector<float>& cstar) {
-  DraftNet net(f.p, f.frozen);
+double loss_of(Fixture& f, const std::vector<float>& cstar, LossWeights lw = {}) {
+  DraftNet net(f.p, f.frozen, lw);
   net.fix_cstar(&cstar);
   return net.run(f.batch, false).loss;
 }
 
-void check_gradients(int64_t n_layers, int64_t rank, int64_t gamma, int lookup = 0) {
+void check_gradients(int64_t n_layers, int64_t rank, int64_t gamma, int lookup = 0, LossWeights lw = {}) {
   auto f = make_fixture(n_layers, rank, gamma, 11 + n_layers * 3 + rank, lookup);
   if (lookup > 0) {  // some slots carry lookup guesses, so the differenced forward sees them
     int guessed = 0;
@@ -136,10 +136,11 @@ void check_gradients(int64_t n_layers, int64_t rank, int64_t gamma, int lookup =
   for (Param* q : f->p.all()) std::fill(q->g.begin(), q->g.end(), 0.0f);
   std::vector<float> cstar;
   {
-    DraftNet net(f->p, f->frozen);
+    DraftNet net(f->p, f->frozen, lw);
     const LossTerms lt = net.run(f->batch, true);
     ASSERT_GT(lt.slots, 0);
     ASSERT_TRUE(std::isfinite(lt.loss));
+    EXPECT_NEAR(lt.loss, lw.ce * lt.ce + lw.l1 * lt.l1 + lw.bce * lt.bce, 1e-9 * std::fabs(lt.loss));
     cstar = net.cstar();
   }
   Rng pick(5);
@@ -149,9 +150,9 @@ void check_gradients(int64_t n_layers, int64_t rank, int64_t gamma, int lookup =
       const size_t i = (size_t)(pick.next() % q->w.size());
       const float w0 = q->w[i];
       q->w[i] = w0 + kFdEps;
-      const double lp = loss_of(*f, cstar);
+      const double lp = loss_of(*f, cstar, lw);
       q->w[i] = w0 - kFdEps;
-      const double lm = loss_of(*f, cstar);
+      const double lm = loss_of(*f, cstar, lw);
       q->w[i] = w0;
       const double num = (lp - lm) / (2.0 * kFdEps);
       const double ana = q->g[i];
@@ -165,6 +166,8 @@ void check_gradients(int64_t n_layers, int64_t rank, int64_t gamma, int lookup =
 TEST(DraftNetGrad, OneLayerMarkov) { check_gradients(1, 4, 3); }
 TEST(DraftNetGrad, TwoLayersMarkov) { check_gradients(2, 4, 4); }
 TEST(DraftNetGrad, NoMarkov) { check_gradients(1, 0, 3); }
+// --ce-weight / --l1-weight: another mix of the terms, the gradient still the loss's.
+TEST(DraftNetGrad, OtherLossWeights) { check_gradients(1, 4, 3, 0, LossWeights{1.0, 0.2, 0.5}); }
 
 // The training forward against the serving forward of the exported checkpoint. `folded`: the
 // training-only reparameterisations are in use (per-column tap scales, a logit scale), so the export
