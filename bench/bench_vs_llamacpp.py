@@ -211,6 +211,9 @@ def main() -> int:
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--only", choices=["dspark", "llama"], default=None)
+    ap.add_argument("--dspark-full-head", action="store_true",
+                    help="also run dspark with every logit computed (bench --lm-head full), as llama.cpp does,"
+                         " beside its default greedy decode through the exact greedy head")
     ap.add_argument("--llama-flash-attn", action="store_true",
                     help="enable llama.cpp flash attention (default off, as in the goldens)")
     ap.add_argument("--llama-repack", action="store_true",
@@ -238,6 +241,8 @@ def main() -> int:
         return llama_bench_worker(args)
 
     sides = [s for s in ("dspark", "llama") if args.only in (None, s)]
+    if args.dspark_full_head and "dspark" in sides:
+        sides.insert(1, "dspark-full-head")
     if args.llama_bench:
         if not os.access(args.llama_bench, os.X_OK):
             log(f"llama-bench binary {args.llama_bench} not found (build it: scripts/build_llama_bench.sh)")
@@ -250,6 +255,9 @@ def main() -> int:
         "dspark": [args.dspark, "bench", "--model", args.model, "-p", str(args.prompt_tokens),
                    "-n", str(args.gen_tokens), "--threads", str(args.threads),
                    "--repeats", "1", "--json"],
+        "dspark-full-head": [args.dspark, "bench", "--model", args.model, "-p", str(args.prompt_tokens),
+                             "-n", str(args.gen_tokens), "--threads", str(args.threads),
+                             "--repeats", "1", "--json", "--lm-head", "full"],
         "llama": [sys.executable, os.path.abspath(__file__), "--worker-llama",
                   "--model", args.model, "--threads", str(args.threads),
                   "--prompt-tokens", str(args.prompt_tokens),
@@ -295,26 +303,26 @@ def main() -> int:
             "decode_pct_of_roofline": (100 * tg / roof) if roof else None,
         }
     ratios = {}
-    if "dspark" in sides:
-        for peer in (s for s in sides if s != "dspark"):
-            ratios[peer] = {"prefill": summary["dspark"]["prefill_tok_s_median"]
-                            / summary[peer]["prefill_tok_s_median"],
-                            "decode": summary["dspark"]["decode_tok_s_median"]
-                            / summary[peer]["decode_tok_s_median"]}
+    for ours in (s for s in ("dspark", "dspark-full-head") if s in sides):
+        for peer in (s for s in sides if not s.startswith("dspark")):
+            ratios[f"{ours} / {peer}" if ours != "dspark" else peer] = {
+                "ours": ours, "peer": peer,
+                "prefill": summary[ours]["prefill_tok_s_median"] / summary[peer]["prefill_tok_s_median"],
+                "decode": summary[ours]["decode_tok_s_median"] / summary[peer]["decode_tok_s_median"]}
 
     print(f"\n### dspark vs llama.cpp — {args.threads} threads, {args.repeats} alternating "
           f"repeats, medians\n")
     print(f"| engine | prefill {args.prompt_tokens} tok/s | decode {args.gen_tokens} tok/s "
           f"| decode % of roofline | peak RSS MiB |")
     print("|---|---:|---:|---:|---:|")
-    names = {"dspark": "dspark", "llama": "llama.cpp (llama-cpp-python)",
+    names = {"dspark": "dspark", "dspark-full-head": "dspark, full LM head", "llama": "llama.cpp (llama-cpp-python)",
              "llama-bench": "llama.cpp (native llama-bench)"}
     for s in sides:
         m = summary[s]
         print(f"| {names[s]} | {fmt(m['prefill_tok_s_median'])} | {fmt(m['decode_tok_s_median'], '.2f')}"
               f" | {fmt(m['decode_pct_of_roofline'])} | {m['peak_rss_bytes_max'] / 2**20:.1f} |")
-    for peer, r in ratios.items():
-        print(f"| **ratio dspark / {names[peer]}** | {r['prefill']:.3f} | {r['decode']:.3f} | | |")
+    for r in ratios.values():
+        print(f"| **ratio {names[r['ours']]} / {names[r['peer']]}** | {r['prefill']:.3f} | {r['decode']:.3f} | | |")
     print(f"\nLoad average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
           f" (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}); results under"
           " load are not comparable.")

@@ -28,7 +28,18 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
   arm.name = name;
   arm.text = spec;
   const std::string where = "arm " + name + ": ";
-  if (spec == "serial") {
+  std::string rest = spec;
+  for (const std::string head : {"argmax", "full"}) {
+    const std::string key = ",lm-head=" + head;
+    if (rest.size() > key.size() && rest.compare(rest.size() - key.size(), std::string::npos, key) == 0) {
+      arm.full_lm_head = head == "full";
+      rest.resize(rest.size() - key.size());
+      break;
+    }
+  }
+  if (rest.find("lm-head") != std::string::npos)
+    return Status::error(where + "lm-head (argmax or full) goes last, after the arm, e.g. 'serial,lm-head=full'");
+  if (rest == "serial") {
     arm.serial = true;
     return arm;
   }
@@ -36,7 +47,7 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
   // An A/B measures the checkpoint it is pointed at: draft-quant defaults to none here.
   spec::SpecConfig base;
   base.quant = "none";
-  auto c = spec::parse_spec(spec, base);
+  auto c = spec::parse_spec(rest, base);
   if (!c) return Status::error(where + c.message() + " (or the whole spec 'serial')");
   if (Status st = check_drafter_kind(c->kind); !st) return Status::error(where + st.message());
   if (Status st = spec::check_spec(*c); !st) return Status::error(where + st.message());

@@ -172,6 +172,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
       gp.sampler.seed = set.sampler.seed + t;  // common random numbers: every arm gets the same seed here
       for (size_t j = 0; j < n_arms; ++j) {
         const size_t k = (j + t) % n_arms;  // rotate the order: AB, BA, AB, ... for two arms
+        gp.full_lm_head = report.arms[k].spec.full_lm_head;
         auto run = run_arm(lm, session, ids[i], gp, bundles[k].get());
         if (!run) {
           std::fprintf(stderr, "\ndspark ab: arm %s, prompt %zu: %s\n", report.arms[k].spec.name.c_str(), i,

@@ -45,7 +45,7 @@ Result<GenerateResult> generate(const model::Model& model, model::Session& sessi
     if (on_text) on_text(text);
   };
 
-  const model::ForwardOptions opt{model::LogitsMode::kLast, {}};
+  const model::ForwardOptions opt{model::LogitsMode::kLast, {}, sampler.greedy() && !params.full_lm_head};
   const int64_t n_vocab = model.config().n_vocab;
   auto t0 = std::chrono::steady_clock::now();
   DSPARK_RETURN_IF_ERROR(model.forward(session, prompt, opt));

@@ -21,6 +21,9 @@ struct GenerateParams {
   std::vector<std::string> stop;     // stop strings (not included in the output)
   bool ignore_eos = false;           // benchmarks: keep going past EOS / <end_of_turn>
   sample::SamplerConfig sampler;
+  // Every logit computed even at temperature 0, instead of the model's exact greedy head
+  // (model/argmax_head.h): the same tokens, for measuring what that head saves.
+  bool full_lm_head = false;
 };
 
 enum class FinishReason { kLength, kStop, kEos };

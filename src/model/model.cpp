@@ -163,7 +163,6 @@ void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std:
     }
 
   // Output: final norm, then the LM head only on the rows that need logits.
-  const kernels::QMatrix& head = weights_.output;
   const bool need_all_norm =
       opt.logits == LogitsMode::kAll ||
       std::find(opt.taps.begin(), opt.taps.end(), kTapFinalNorm) != opt.taps.end();
@@ -178,10 +177,10 @@ void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std:
   if (opt.logits == LogitsMode::kAll) {
     if (single && be_->host_memory()) {
       Session& s = *w.row_session[0];
-      be_->matmul(w.mm, head, xn, n, s.logits_.data() + w.row_out[0] * c.n_vocab, c.n_vocab);
+      head_matmul(w, opt, xn, n, s.logits_.data() + w.row_out[0] * c.n_vocab, c.n_vocab);
     } else {
       if (w.logits.size() < (size_t)(n * c.n_vocab)) w.logits.resize((size_t)(n * c.n_vocab));
-      be_->matmul(w.mm, head, xn, n, w.logits.data(), c.n_vocab);
+      head_matmul(w, opt, xn, n, w.logits.data(), c.n_vocab);
       if (single)
         be_->to_host(w.row_session[0]->logits_.data() + w.row_out[0] * c.n_vocab, w.logits.data(), row_bytes * n);
       else
@@ -195,14 +194,22 @@ void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std:
     for (int64_t i = 0; i < m; ++i)
       be_->rms_norm_rows(x + last_rows[i] * n_embd, weights_.output_norm, xn + i * n_embd, 1, n_embd, c.rms_eps);
     if (m == 1 && be_->host_memory()) {
-      be_->matmul(w.mm, head, xn, 1, w.row_session[last_rows[0]]->logits_.data(), c.n_vocab);
+      head_matmul(w, opt, xn, 1, w.row_session[last_rows[0]]->logits_.data(), c.n_vocab);
     } else {
       if (w.logits.size() < (size_t)(m * c.n_vocab)) w.logits.resize((size_t)(m * c.n_vocab));
-      be_->matmul(w.mm, head, xn, m, w.logits.data(), c.n_vocab);
+      head_matmul(w, opt, xn, m, w.logits.data(), c.n_vocab);
       for (int64_t i = 0; i < m; ++i)
         be_->to_host(w.row_session[last_rows[i]]->logits_.data(), w.logits.data() + i * c.n_vocab, row_bytes);
     }
   }
+}
+
+void Model::head_matmul(ForwardScratch& w, const ForwardOptions& opt, const float* xn, int64_t m, float* y,
+                        int64_t ldy) const {
+  if (opt.argmax_only && argmax_head_ && be_->host_memory())
+    argmax_head_->run(w.mm, xn, m, y, ldy, w.argmax);
+  else
+    be_->matmul(w.mm, weights_.output, xn, m, y, ldy);
 }
 
 void Model::project_qkv(ForwardScratch& w, const LayerWeights& L, const float* xn, int64_t n) const {

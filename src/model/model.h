@@ -25,6 +25,7 @@
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "kernels/packed.h"
+#include "model/argmax_head.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -41,6 +42,10 @@ enum class LogitsMode { kNone, kLast, kAll };
 struct ForwardOptions {
   LogitsMode logits = LogitsMode::kLast;
   std::vector<int> taps;  // tap points, in the order outputs are returned
+  // The caller reads nothing but each logits row's argmax (greedy decoding, T 0 verification): where
+  // the model has an ArgmaxHead (model/argmax_head.h) a row holds the exact logits only of the
+  // entries that could be its largest and -inf elsewhere; its argmax is the full head's, bitwise.
+  bool argmax_only = false;
 };
 
 struct SessionOptions {
@@ -83,6 +88,7 @@ struct ForwardScratch {
   std::vector<int64_t> row_pos;    // absolute position of the row in its sequence
   std::vector<int64_t> row_out;    // row index in its session's outputs (taps, kAll logits)
   std::vector<int32_t> row_token;
+  ArgmaxScratch argmax;            // ArgmaxHead::run's buffers and counters (host memory)
 };
 
 // One sequence's part of a multi-sequence forward.
@@ -106,6 +112,8 @@ class Session {
   int64_t n_logits_rows() const { return n_logit_rows_; }
   // [n_tokens, n_embd] f32 for opt.taps[i] of the last forward.
   const std::vector<float>& tap(size_t i) const { return taps_[i]; }
+  // Counters of the exact greedy head over this session's forwards (ForwardOptions::argmax_only).
+  const ArgmaxScratch& argmax_stats() const { return scratch_.argmax; }
 
  private:
   friend class Model;
@@ -126,6 +134,8 @@ class Model {
   const kernels::Backend& backend() const { return *be_; }
   const formats::GgufFile& file() const { return file_; }
   const ModelWeights& weights() const { return weights_; }
+  // The exact greedy head used for ForwardOptions::argmax_only, or nullptr (then the full head runs).
+  const ArgmaxHead* argmax_head() const { return argmax_head_.get(); }
 
   // Runs tokens at positions [s.n_past(), s.n_past() + n) and appends them to the KV cache.
   // Errors (not aborts) when the context would overflow or a token id is out of range.
@@ -145,6 +155,7 @@ class Model {
   Model(formats::GgufFile file, ModelConfig config, ModelWeights weights, const kernels::Backend& be)
       : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)), be_(&be) {
     prepare_weights(&weights_, be, file_.mapped());
+    if (ArgmaxHead::worth_building(weights_)) argmax_head_ = ArgmaxHead::build(weights_.output, be);
   }
 
   // The architecture's graph over the n rows planned in w.row_* (grouped by session, in position
@@ -200,6 +211,9 @@ class Model {
   }
   // Advances the sessions' caches, then the final norm and the LM head on the rows that need them.
   void finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std::span<const int64_t> last_rows) const;
+  // y [m, ldy] <- the LM head over xn [m, n_embd]: the full head, or the ArgmaxHead when opt asks
+  // for the argmax only and the model has one.
+  void head_matmul(ForwardScratch& w, const ForwardOptions& opt, const float* xn, int64_t m, float* y, int64_t ldy) const;
 
  private:
   // Checks tokens and context room for one sequence; sizes its outputs.
@@ -209,6 +223,7 @@ class Model {
   ModelConfig config_;
   ModelWeights weights_;
   const kernels::Backend* be_;
+  std::unique_ptr<ArgmaxHead> argmax_head_;
 };
 
 // Opens the GGUF (mmap; weights are not copied), reads general.architecture and loads it with the

@@ -222,7 +222,9 @@ void Scheduler::batched_rounds(std::vector<Slot*>& batch) {
   }
   if (planned.empty()) return;
   const auto t0 = Clock::now();
-  Status st = model_.forward_multi(seqs, planned.front()->stepper->round_options(), *scratch_);
+  model::ForwardOptions opt = planned.front()->stepper->round_options();
+  for (const Slot* s : planned) opt.argmax_only = opt.argmax_only && s->stepper->round_options().argmax_only;
+  Status st = model_.forward_multi(seqs, opt, *scratch_);
   const double ms = ms_between(t0, Clock::now());
   {
     std::lock_guard lk(mu_);

@@ -61,6 +61,8 @@ int verb_ab(int argc, char** argv) {
       "  draft-kind=auto|ngram|draft-model|dspark, draft-model=PATH, num-draft-tokens=G (0 = the drafter's\n"
       "  default: a DSpark block, else 5), draft-threshold=T, draft-schedule=fixed|cost,\n"
       "  draft-copy=auto|on|off|only|first, draft-quant=none|auto (default none: the checkpoint as given)\n"
+      "Either may end with ',lm-head=full': every logit computed at T 0 instead of the exact greedy head\n"
+      "  (same tokens; measures that head), e.g. --arm sfull=serial,lm-head=full\n"
       "e.g. --a serial --b draft-kind=ngram,num-draft-tokens=3\n"
       "     --a draft-model=ckpt_v1 --b draft-model=ckpt_v2,draft-threshold=0.3");
   std::string backend;

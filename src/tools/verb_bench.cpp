@@ -103,7 +103,7 @@ int verb_bench(int argc, char** argv) {
             "With --temp > 0 each repeat also decodes the same prompt sampled (greedy and sampled alternate\n"
             "which runs first), and the time of one sampled row (softmax, truncation, draw) is reported\n"
             "apart from the forward.");
-  std::string backend;
+  std::string backend, lm_head = "argmax";
   add_model_flags(args, &model_spec, &cache, &chat_template);
   add_backend_flag(args, &backend);
   add_verbose_flag(args, &verbose);
@@ -118,6 +118,10 @@ int verb_bench(int argc, char** argv) {
                 "also for the verify forwards of 1 and --curve-max new tokens");
   args.add("--curve-ctx", &curve_ctx, "context length before the curve's forwards", 1, 1 << 16);
   args.add("--curve-max", &curve_max, "largest number of new tokens on the curve", 1, 64);
+  args.add("--lm-head", &lm_head,
+           "argmax (default): greedy decode and the verify curve read only each row's argmax, through the\n"
+           "model's exact greedy head where it has one (as generate and serve do at temperature 0); full: every\n"
+           "logit computed (as llama-bench does); both: greedy decode with each head, alternating per repeat");
   add_sampler_flags(args, &sf);
   add_json_flag(args, &json, "print one JSON object");
   args.add_flag("--spec", &spec_mode, "serial vs speculative on a prompt file, per category (-n tokens per prompt)");
@@ -130,6 +134,10 @@ int verb_bench(int argc, char** argv) {
     return kExitBadInput;
   }
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (lm_head != "argmax" && lm_head != "full" && lm_head != "both") {
+    std::fprintf(stderr, "dspark bench: --lm-head must be argmax, full or both, not '%s'\n", lm_head.c_str());
+    return kExitBadInput;
+  }
   if (spec_mode) {
     if (spec_flags.given.count("draft-model") && !spec_flags.given.count("draft-kind")) spec_flags.config.kind = "auto";
     if (Status st = spec::check_spec(spec_flags.config); !st) {
@@ -161,7 +169,7 @@ int verb_bench(int argc, char** argv) {
   model::Session s(model, model::SessionOptions{.n_ctx = n_ctx, .max_batch = 512}, &pool);
   const model::ForwardOptions last{model::LogitsMode::kLast, {}};
 
-  std::vector<double> pp_tok_s, tg_tok_s, tg_sampled_tok_s, row_ms;
+  std::vector<double> pp_tok_s, tg_tok_s, tg_full_tok_s, tg_sampled_tok_s, row_ms;
   const sample::SamplerConfig scfg = sf.config();
   if (Status st = sample::validate(scfg); !st) { std::fprintf(stderr, "dspark bench: %s\n", st.message().c_str()); return kExitBadInput; }
   const bool sampled = scfg.temperature > 0;
@@ -170,10 +178,11 @@ int verb_bench(int argc, char** argv) {
   double decode_ms = 0;  // over every decode run (greedy and sampled), for --profile's shares
   int64_t decoded = 0;
   std::vector<float> kept_rows;  // logits rows of the first sampled run, every 8th token, for the isolated timing
-  auto decode_run = [&](bool use_sampler, double* tok_s) -> Status {
+  auto decode_run = [&](bool use_sampler, bool full_head, double* tok_s) -> Status {
     s.kv().clear();
     const auto prompt = lm->tok->encode("The history of the city begins", true, false);
-    DSPARK_RETURN_IF_ERROR(model.forward(s, prompt, last));
+    const model::ForwardOptions step{model::LogitsMode::kLast, {}, !use_sampler && !full_head};
+    DSPARK_RETURN_IF_ERROR(model.forward(s, prompt, step));
     sample::Sampler smp(scfg, s.pool());
     if (profile) prof.start();
     const auto t0 = Clock::now();
@@ -188,7 +197,7 @@ int verb_bench(int argc, char** argv) {
       } else {
         id = (int32_t)kernels::argmax(s.logits(), n_vocab);
       }
-      DSPARK_RETURN_IF_ERROR(model.forward(s, std::span<const int32_t>(&id, 1), last));
+      DSPARK_RETURN_IF_ERROR(model.forward(s, std::span<const int32_t>(&id, 1), step));
     }
     const double ms = ms_between(t0, Clock::now());
     if (profile) prof.stop();
@@ -207,12 +216,17 @@ int verb_bench(int argc, char** argv) {
       pp_tok_s.push_back(n_prompt * 1e3 / ms_between(t0, Clock::now()));
     }
     if (n_gen > 0) {
-      // Greedy and sampled alternate which runs first, repeat by repeat.
-      for (int k = 0; k < (sampled ? 2 : 1); ++k) {
-        const bool use_sampler = sampled && (k == 1) == (r % 2 == 0);
+      // Greedy and sampled (or the two heads) alternate which runs first, repeat by repeat.
+      const bool both = lm_head == "both";
+      std::vector<int> kinds = {0};  // 0 greedy, 1 greedy with the full head, 2 sampled
+      if (both) kinds.push_back(1);
+      if (sampled) kinds.push_back(2);
+      if (r % 2 == 1) std::reverse(kinds.begin(), kinds.end());
+      for (const int kind : kinds) {
+        const bool use_sampler = kind == 2, full = kind == 1 || lm_head == "full";
         double v = 0;
-        if (Status st = decode_run(use_sampler, &v); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
-        (use_sampler ? tg_sampled_tok_s : tg_tok_s).push_back(v);
+        if (Status st = decode_run(use_sampler, full, &v); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
+        (kind == 2 ? tg_sampled_tok_s : kind == 1 ? tg_full_tok_s : tg_tok_s).push_back(v);
       }
     }
     bar.update((uint64_t)r + 1);
@@ -228,7 +242,7 @@ int verb_bench(int argc, char** argv) {
     s.kv().clear();
     if (Status st = model.forward(s, ctx_ids, last); !st) { std::fprintf(stderr, "%s\n", st.message().c_str()); return 1; }
     const auto new_ids = synthetic_tokens(curve_max + 1, 1000, 7, lm->tok->n_vocab());
-    const model::ForwardOptions all{model::LogitsMode::kAll, {}};
+    const model::ForwardOptions all{model::LogitsMode::kAll, {}, lm_head != "full"};
     double base_ms = 0;
     ProgressBar cbar("verify curve", (uint64_t)curve_max);
     for (int64_t k = 1; k <= curve_max; ++k) {
@@ -267,6 +281,23 @@ int verb_bench(int argc, char** argv) {
                       {"prefill_tok_s", median(pp_tok_s)}, {"decode_tok_s", median(tg_tok_s)},
                       {"prefill_runs_tok_s", pp_tok_s}, {"decode_runs_tok_s", tg_tok_s},
                       {"peak_rss_bytes", peak_rss_bytes()}, {"kv_cache_bytes", s.kv().bytes()}};
+  j["lm_head"] = lm_head;
+  j["argmax_head"] = model.argmax_head() != nullptr;
+  if (model.argmax_head()) {
+    const model::ArgmaxScratch& as = s.argmax_stats();
+    j["argmax_head_bytes"] = model.argmax_head()->bytes();
+    j["argmax_head_rows"] = as.rows_run;
+    j["argmax_head_candidates_per_row"] = as.rows_run > as.fallbacks ? (double)as.candidates / (double)(as.rows_run - as.fallbacks) : 0.0;
+    j["argmax_head_fallbacks"] = as.fallbacks;
+    j["argmax_head_unscreened_rows"] = as.full_rows;
+  }
+  if (!tg_full_tok_s.empty()) {
+    std::vector<double> ratio;  // argmax head / full head per repeat (adjacent runs)
+    for (size_t r = 0; r < tg_full_tok_s.size(); ++r) ratio.push_back(tg_tok_s[r] / tg_full_tok_s[r]);
+    j["decode_full_head_tok_s"] = median(tg_full_tok_s);
+    j["decode_full_head_runs_tok_s"] = tg_full_tok_s;
+    j["argmax_over_full_head"] = median(ratio);
+  }
   if (curve) j["verify_curve"] = curve_json;
   if (!curve_profiles.empty()) j["verify_profiles"] = curve_profiles;
   std::vector<double> paired;  // sampled / greedy per repeat (the two runs of a repeat are adjacent)
@@ -302,7 +333,16 @@ int verb_bench(int argc, char** argv) {
   }
   std::printf("| test | tok/s (median of %lld) |\n|---|---|\n", (long long)repeats);
   if (n_prompt > 0) std::printf("| pp%lld | %.1f |\n", (long long)n_prompt, median(pp_tok_s));
-  if (n_gen > 0) std::printf("| tg%lld | %.1f |\n", (long long)n_gen, median(tg_tok_s));
+  if (n_gen > 0) std::printf("| tg%lld%s | %.1f |\n", (long long)n_gen, lm_head == "full" ? " (full LM head)" : "", median(tg_tok_s));
+  if (!tg_full_tok_s.empty())
+    std::printf("| tg%lld, full LM head | %.1f |\nexact greedy head / full head %.3f (median of per-repeat ratios)\n",
+                (long long)n_gen, median(tg_full_tok_s), j["argmax_over_full_head"].get<double>());
+  if (j.contains("argmax_head_rows") && j["argmax_head_rows"].get<int64_t>() > 0)
+    std::printf("exact greedy head: %.1f MB, %.0f candidate rows per screened row, %lld of %lld screened rows fell back to "
+                "the full head, %lld rows sent to it unscreened\n",
+                j["argmax_head_bytes"].get<double>() / 1e6, j["argmax_head_candidates_per_row"].get<double>(),
+                (long long)j["argmax_head_fallbacks"].get<int64_t>(), (long long)j["argmax_head_rows"].get<int64_t>(),
+                (long long)j["argmax_head_unscreened_rows"].get<int64_t>());
   if (sampled && n_gen > 0)
     std::printf("| tg%lld sampled (T %g, top-k %d, top-p %g, min-p %g) | %.1f |\n"
                 "sampled / greedy %.3f (median of per-repeat ratios); one sampled row: median %.3f ms, p90 %.3f ms, max %.3f ms "

@@ -33,6 +33,7 @@ expect_bad "negative temperature" generate -m x.gguf -p hi --temp -1
 expect_bad "top-p out of range" generate -m x.gguf -p hi --top-p 1.5
 expect_bad "zero threads" bench -m x.gguf --threads 0
 expect_bad "unknown backend" bench -m x.gguf --backend cuda9
+expect_bad "unknown LM head" bench -m x.gguf --lm-head sparse
 expect_bad "missing flag value" generate -p
 expect_bad "missing model file" generate -m "$tmp/none.gguf" -p hi
 expect_bad "unknown registry name" get no-such-model
@@ -52,6 +53,8 @@ expect_bad "ab: bad draft threshold" ab -m x.gguf --a serial --b draft-kind=ngra
 expect_bad "ab: dspark arm without a path" ab -m x.gguf --a serial --b draft-kind=dspark
 expect_bad "ab: --arm without a name" ab -m x.gguf --arm serial --arm draft-kind=ngram
 expect_bad "ab: duplicate arm names" ab -m x.gguf --arm x=serial --arm x=draft-kind=ngram
+expect_bad "ab: lm-head without an arm" ab -m x.gguf --arm x=lm-head=full
+expect_bad "ab: lm-head not last" ab -m x.gguf --arm x=lm-head=full,draft-kind=ngram
 expect_bad "ab: zero bootstrap resamples" ab -m x.gguf --a serial --b serial --bootstrap 0
 expect_bad "ab: negative temperature" ab -m x.gguf --a serial --b serial --temp -0.5
 expect_bad "ab: plot into a missing folder" ab -m x.gguf --a serial --b serial --plot "$tmp/no/such/dir/x.png"
