@@ -6,8 +6,9 @@
 #include <limits>
 #include <thread>
 
+#include "core/f16.h"
 #include "kernels/clones.h"
-#include "kernels/ref/ref.h"
+#include "kernels/quant_blocks.h"
 
 namespace dspark::model {
 
@@ -69,6 +70,67 @@ constexpr size_t kGatherAhead = 8;
 
 }  // namespace
 
+// Per 32-block: w = d8 q (exact in f32), the first element of largest |w| (signed_absmax: the first
+// largest |q|, as |w| = |d8| |q|), then ggml's Q5_0 rounding, as quantize_row_q5_0_ref does on the
+// dequantized row. The error sums run in f32 lanes (they vectorise) and are inflated by
+// kRequantStatsSlack for their rounding (32-term f32 sums err by < 2e-6 relative).
+// No contraction: w id + 16.5 must round twice, as the reference's (FMA-less) code does.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+DSPARK_CLONES RequantStats requantize_q8_0_to_q5_0(const void* src_row, void* dst_row, int64_t n) {
+  constexpr double kRequantStatsSlack = 1e-5;
+  const auto* src = static_cast<const kernels::BlockQ8_0*>(src_row);
+  auto* dst = static_cast<kernels::BlockQ5_0*>(dst_row);
+  float e2[16] = {}, w2[16] = {}, t2[16] = {}, emax[16] = {};
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float d8 = fp16_to_fp32(src[b].d);
+    const int8_t* qs = src[b].qs;
+    float w[32];
+    int amax = 0;
+    for (int j = 0; j < 32; ++j) {
+      w[j] = d8 * (float)qs[j];
+      amax = std::max(amax, std::abs((int)qs[j]));
+    }
+    int jmax = 0;
+    while (jmax < 31 && std::abs((int)qs[jmax]) != amax) ++jmax;
+    // All |w| = 0 (or d8 NaN): the reference keeps its +0 start (then d = -0).
+    const float mx = amax == 0 || !(std::fabs(d8) > 0) ? 0.f : w[jmax];
+    const float d = mx / -16.f;
+    const float id = d ? 1.f / d : 0.f;
+    dst[b].d = fp32_to_fp16(d);
+    const float dh = fp16_to_fp32(dst[b].d);
+    // |w| <= |mx|, so w id + 16.5 is in [0.5, 32.5]: truncation to int is the reference's int8_t one.
+    int q[32];
+    for (int j = 0; j < 32; ++j) q[j] = std::min(31, (int)(w[j] * id + 16.5f));
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      dst[b].qs[j] = (uint8_t)((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+      qh |= (uint32_t)((q[j] & 0x10) >> 4) << j;
+      qh |= (uint32_t)((q[j + 16] & 0x10) >> 4) << (j + 16);
+    }
+    std::memcpy(dst[b].qh, &qh, 4);
+    for (int half = 0; half < 2; ++half)
+      for (int l = 0; l < 16; ++l) {
+        const int j = 16 * half + l;
+        const float wt = dh * (float)(q[j] - 16), e = std::fabs(w[j] - wt);
+        e2[l] += e * e;
+        w2[l] += w[j] * w[j];
+        t2[l] += wt * wt;
+        emax[l] = e > emax[l] ? e : emax[l];
+      }
+  }
+  double se = 0, sw = 0, st = 0, em = 0;
+  for (int l = 0; l < 16; ++l) {
+    se += e2[l];
+    sw += w2[l];
+    st += t2[l];
+    em = std::max(em, (double)emax[l]);
+  }
+  const double k = 1.0 + kRequantStatsSlack;
+  return {std::sqrt(se) * k, em * k, std::sqrt(sw) * k, std::sqrt(st) * k};
+}
+#pragma GCC pop_options
+
 ActivationSplit split_activation_bound(const float* x, int64_t n, float u_typ, float v_typ, std::vector<float>& tmp) {
   // x̂_j = q_j · f16(d), d = amax / 127, |q_j| <= 127: |x_j - x̂_j| <= d / 2 + 127 |d - f16(d)|
   // <= 0.57 d + 127 · 2⁻²⁵ (f16 rounding: 2⁻¹¹ relative, 2⁻²⁵ absolute in the subnormals), so
@@ -127,24 +189,13 @@ std::unique_ptr<ArgmaxHead> ArgmaxHead::build(const kernels::QMatrix& head, cons
   // Rows in parallel (independent; the same values whatever the split).
   const double fp = (double)(nb + 2) * std::ldexp(1.0, -23);
   auto work = [&](int64_t r0, int64_t r1) {
-    std::vector<float> w((size_t)H), wt((size_t)H);
     auto* dst = static_cast<uint8_t*>(h->screen_data_.data());
     for (int64_t i = r0; i < r1; ++i) {
-      kernels::dequantize_row(DType::Q8_0, static_cast<const uint8_t*>(head.data) + (size_t)i * head.row_stride,
-                              w.data(), H);
-      kernels::quantize_row_q5_0_ref(w.data(), dst + (size_t)i * qrow, H);
-      kernels::dequantize_row(DType::Q5_0, dst + (size_t)i * qrow, wt.data(), H);
-      double e = 0, emax = 0, nw = 0, nwt = 0;
-      for (int64_t j = 0; j < H; ++j) {
-        const double d = (double)w[j] - (double)wt[j];
-        e += d * d;
-        emax = std::max(emax, std::fabs(d));
-        nw += (double)w[j] * w[j];
-        nwt += (double)wt[j] * wt[j];
-      }
-      const double slop = fp * (std::sqrt(nw) + std::sqrt(nwt));
-      h->linf_[(size_t)i] = round_up((emax + slop) * (1.0 + 1e-9));
-      h->l2_[(size_t)i] = round_up((std::sqrt(e) + slop) * (1.0 + 1e-9));
+      const RequantStats st = requantize_q8_0_to_q5_0(
+          static_cast<const uint8_t*>(head.data) + (size_t)i * head.row_stride, dst + (size_t)i * qrow, H);
+      const double slop = fp * (st.norm_w + st.norm_wt);
+      h->linf_[(size_t)i] = round_up((st.linf + slop) * (1.0 + 1e-9));
+      h->l2_[(size_t)i] = round_up((st.l2 + slop) * (1.0 + 1e-9));
     }
   };
   const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), 8));

@@ -106,4 +106,11 @@ struct ActivationSplit {
 };
 ActivationSplit split_activation_bound(const float* x, int64_t n, float u_typ, float v_typ, std::vector<float>& tmp);
 
+// One Q8_0 row of n elements requantized to Q5_0 into dst (the bytes quantize_row_q5_0_ref gives
+// for the dequantized row), with upper bounds of ||w - w̃||₂, max |w - w̃|, ||w||₂ and ||w̃||₂.
+struct RequantStats {
+  double l2 = 0, linf = 0, norm_w = 0, norm_wt = 0;
+};
+RequantStats requantize_q8_0_to_q5_0(const void* src_row, void* dst_row, int64_t n);
+
 }  // namespace dspark::model

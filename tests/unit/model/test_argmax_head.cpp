@@ -9,7 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "core/f16.h"
 #include "kernels/backend.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref.h"
 #include "model/argmax_head.h"
@@ -68,6 +70,45 @@ TEST(ArgmaxHead, OnlyForQ8_0HeadsOnSimd) {
   const kernels::QMatrix m{DType::F32, 64, 64, f.data(), 64 * sizeof(float)};
   EXPECT_EQ(model::ArgmaxHead::build(m, be), nullptr);
   EXPECT_EQ(model::ArgmaxHead::build(make_head(64, 64, 1).m(), kernels::cpu_backend(kernels::Isa::kScalar)), nullptr);
+}
+
+// The screen's fused requantizer against its oracle: the reference Q5_0 quantizer of the dequantized
+// row, bit for bit, on rows with ties of |q|, zero blocks and negative scales; its statistics bound
+// the reference values from above, within 1e-4.
+TEST(ArgmaxHead, RequantizerMatchesTheReference) {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> qd(-127, 127);
+  std::uniform_real_distribution<float> dd(-0.02f, 0.02f);
+  const int64_t n = 256;
+  for (int rep = 0; rep < 200; ++rep) {
+    std::vector<kernels::BlockQ8_0> row(n / 32);
+    for (size_t b = 0; b < row.size(); ++b) {
+      row[b].d = fp32_to_fp16(rep % 7 == 0 && b == 1 ? 0.0f : dd(rng));
+      for (int j = 0; j < 32; ++j) row[b].qs[j] = (int8_t)(rep % 5 == 0 && b == 2 ? (j % 2 ? 90 : -90) : qd(rng));
+      if (rep % 3 == 0 && b == 3)
+        for (int j = 0; j < 32; ++j) row[b].qs[j] = 0;
+    }
+    std::vector<float> w(n), wt(n);
+    kernels::dequantize_row_ref(DType::Q8_0, row.data(), w.data(), n);
+    std::vector<uint8_t> want(row_bytes(DType::Q5_0, n)), got(want.size());
+    kernels::quantize_row_q5_0_ref(w.data(), want.data(), n);
+    const model::RequantStats st = model::requantize_q8_0_to_q5_0(row.data(), got.data(), n);
+    ASSERT_EQ(got, want) << "rep " << rep;
+    kernels::dequantize_row_ref(DType::Q5_0, want.data(), wt.data(), n);
+    double e = 0, em = 0, nw = 0, nt = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double d = (double)w[j] - wt[j];
+      e += d * d;
+      em = std::max(em, std::fabs(d));
+      nw += (double)w[j] * w[j];
+      nt += (double)wt[j] * wt[j];
+    }
+    for (auto [bound, exact] : {std::pair{st.l2, std::sqrt(e)}, std::pair{st.linf, em}, std::pair{st.norm_w, std::sqrt(nw)},
+                                std::pair{st.norm_wt, std::sqrt(nt)}}) {
+      EXPECT_GE(bound, exact) << "rep " << rep;
+      EXPECT_LE(bound, exact * (1 + 1e-4) + 1e-30) << "rep " << rep;
+    }
+  }
 }
 
 TEST(ArgmaxHead, BoundHoldsAndIsTightAlongTheError) {
