@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -54,6 +55,20 @@ std::vector<float> make_x(int64_t H, std::mt19937& rng, bool outliers) {
     for (int64_t j : {3, 50, 131}) x[(size_t)(j % H)] = 40.0f * (j % 2 ? 1.0f : -1.0f);
   return x;
 }
+
+// A synthetic head with its screen on the default backend, and a matmul context for both.
+class ArgmaxHeadScreened : public ::testing::Test {
+ protected:
+  void screen(int64_t V, int64_t H, uint32_t seed) {
+    h = make_head(V, H, seed);
+    head = model::ArgmaxHead::build(h.m(), be);
+    ASSERT_NE(head, nullptr);
+  }
+  SynthHead h;
+  const kernels::Backend& be = kernels::default_backend();
+  std::unique_ptr<model::ArgmaxHead> head;
+  kernels::MatmulContext mm = be.matmul_context(nullptr);
+};
 
 // The SIMD ISAs this CPU runs (the scalar ISA gets no screen: reading it would cost more than the
 // full head's SIMD-less read saves).
@@ -111,13 +126,9 @@ TEST(ArgmaxHead, RequantizerMatchesTheReference) {
   }
 }
 
-TEST(ArgmaxHead, BoundHoldsAndIsTightAlongTheError) {
-  const SynthHead h = make_head(512, 256, 7);
-  const kernels::Backend& be = kernels::default_backend();
-  auto head = model::ArgmaxHead::build(h.m(), be);
-  ASSERT_NE(head, nullptr);
-  kernels::MatmulContext mm = be.matmul_context(nullptr);
-  std::vector<float> full(512), screen(512), tmp;
+TEST_F(ArgmaxHeadScreened, BoundHoldsAndIsTightAlongTheError) {
+  screen(512, 256, 7);
+  std::vector<float> full(512), tmp;
   double tightest = 0;
   for (int64_t i = 0; i < 512; i += 37) {
     // x = the sign pattern of row i's screen error: Cauchy-Schwarz and Hölder are nearly tight.
@@ -192,12 +203,8 @@ TEST(ArgmaxHead, ArgmaxEqualsFullHeadOnEveryIsa) {
   }
 }
 
-TEST(ArgmaxHead, WindowsRunTheFullHead) {
-  const SynthHead h = make_head(1024, 128, 9);
-  const kernels::Backend& be = kernels::default_backend();
-  auto head = model::ArgmaxHead::build(h.m(), be);
-  ASSERT_NE(head, nullptr);
-  kernels::MatmulContext mm = be.matmul_context(nullptr);
+TEST_F(ArgmaxHeadScreened, WindowsRunTheFullHead) {
+  screen(1024, 128, 9);
   std::mt19937 rng(1);
   std::vector<float> x;
   for (int t = 0; t < 4; ++t) {
@@ -213,12 +220,8 @@ TEST(ArgmaxHead, WindowsRunTheFullHead) {
   EXPECT_EQ(std::memcmp(fast.data(), full.data(), sizeof(float) * full.size()), 0);
 }
 
-TEST(ArgmaxHead, UnscreenableRowsFallBackToTheFullHead) {
-  const SynthHead h = make_head(1024, 128, 5);
-  const kernels::Backend& be = kernels::default_backend();
-  auto head = model::ArgmaxHead::build(h.m(), be);
-  ASSERT_NE(head, nullptr);
-  kernels::MatmulContext mm = be.matmul_context(nullptr);
+TEST_F(ArgmaxHeadScreened, UnscreenableRowsFallBackToTheFullHead) {
+  screen(1024, 128, 5);
   std::vector<float> zero(128, 0.0f), full(1024), fast(1024);
   model::ArgmaxScratch s;
   head->run(mm, zero.data(), 1, fast.data(), 1024, s);  // every logit 0: nothing can be screened out
