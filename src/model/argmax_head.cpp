@@ -14,7 +14,7 @@ namespace dspark::model {
 
 namespace {
 
-// Rounded up to the next float: the stored c_i must not be below the double it stands for.
+// Rounded up to the next float: a stored bound (u_i, v_i) must not be below the double it stands for.
 float round_up(double v) {
   float f = (float)v;
   if ((double)f < v) f = std::nextafter(f, std::numeric_limits<float>::infinity());
@@ -233,9 +233,9 @@ void ArgmaxHead::run(kernels::MatmulContext& mm, const float* x, int64_t n, floa
   for (int64_t t = 0; t < n; ++t) {
     const float* xt = x + t * H;
     float* yt = y + t * ldy;
-    // f32 with margins for its roundings: r inflated by kRelSlack (so every c_i r is at least the
-    // exact product), and the threshold lowered by kRelSlack (|L| + 1) (each sum or difference near
-    // L rounds by at most 2^-24 |L|).
+    // f32 with margins for its roundings: a and b inflated by kRelSlack (so every u_i a + v_i b is at
+    // least the exact bound), and the threshold lowered by kRelSlack (|L| + 1) (each sum or
+    // difference near L rounds by at most 2^-24 |L|).
     const ActivationSplit sp = split_activation_bound(xt, H, linf_typ_, l2_typ_, s.split);
     const float a = (float)(sp.a * (1.0 + kRelSlack)), b = (float)(sp.b * (1.0 + kRelSlack));
     const float lower = max_lower(yt, u, v, a, b, V);

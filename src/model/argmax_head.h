@@ -19,7 +19,8 @@
 //
 // Only for consumers that read nothing but the argmax (greedy decoding and T 0 verification):
 // ForwardOptions::argmax_only. A row whose screen keeps more than kMaxCandidateShare of the
-// vocabulary (x = 0, NaNs) falls back to the full head.
+// vocabulary (flat distributions, x = 0, NaNs) falls back to the full head, and so do the next
+// kSkipAfterFallback rows and every forward of more than kMaxScreenRows rows (verify windows).
 #pragma once
 
 #include <cstdint>
