@@ -7,7 +7,7 @@
 // Both matmuls quantize x to the same Q8_0 activations x̂ (kernels/cpu/cpu.h) and run one fma chain
 // over the blocks, within (n_blocks + 1) · 2⁻²⁴ · ||w|| · ||x̂|| of w · x̂. For any split of the
 // activation's elements into A and B (A = the few outliers: Gemma 3's final hidden state carries
-// half its squared norm in three channels),
+// 37-59 % of its squared norm in three channels),
 //   |y_i - ỹ_i| <= u_i · a + v_i · b,   a >= ||x̂_A||₁,  b >= ||x̂_B||₂,
 // with a and b bounded from x (each element of x̂ is within amax(block) / 127 + 4e-6 of x's) and A
 // chosen per row as the k largest elements minimising the bound of a typical row. With L = max_i

@@ -223,7 +223,7 @@ void Scheduler::batched_rounds(std::vector<Slot*>& batch) {
   if (planned.empty()) return;
   const auto t0 = Clock::now();
   model::ForwardOptions opt = planned.front()->stepper->round_options();
-  for (const Slot* s : planned) opt.argmax_only = opt.argmax_only && s->stepper->round_options().argmax_only;
+  for (const Slot* s : planned) opt.argmax_only = opt.argmax_only && s->stepper->argmax_only();
   Status st = model_.forward_multi(seqs, opt, *scratch_);
   const double ms = ms_between(t0, Clock::now());
   {

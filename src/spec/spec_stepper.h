@@ -70,10 +70,9 @@ class SpecStepper {
   // rolls back and commits. Only while in_round(). Errors abandon the sequence as step() does.
   bool in_round() const { return begun_ && !done_; }
   Result<std::span<const int32_t>> plan_round();
+  model::ForwardOptions round_options() const { return {model::LogitsMode::kAll, hist_->tap_ids, argmax_only()}; }
   // T 0 reads only each row's argmax (accept_greedy): the exact greedy head may serve it.
-  model::ForwardOptions round_options() const {
-    return {model::LogitsMode::kAll, hist_->tap_ids, params_.gen.sampler.temperature <= 0.0f && !params_.gen.full_lm_head};
-  }
+  bool argmax_only() const { return params_.gen.sampler.temperature <= 0.0f && !params_.gen.full_lm_head; }
   Status finish_round(double verify_ms);
 
   int64_t reused_tokens() const { return reused_; }   // prompt tokens whose KV was kept
