@@ -241,10 +241,18 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
   const int64_t hd = c.head_dim, q_dim = c.n_head * hd, group = c.n_head / c.n_head_kv;
   const int64_t n_threads = w.pool ? w.pool->size() : 1, jobs = n * c.n_head_kv;
   const int64_t split = std::min<int64_t>(group, std::max<int64_t>(1, (n_threads + jobs - 1) / jobs));
+  // With one part per job (every window of 2+ rows), each thread takes a contiguous run of jobs in
+  // K/V-head-major order, so the rows after a head's first one find its K/V in this core's L2; a
+  // strided deal sent the next row of a head to the other core. SmolLM2 after 700 tokens, medians of 5
+  // alternating runs: verify(2) 5.76 -> 5.22 ms, verify(4) 7.41 -> 6.86 ms, verify(1) unchanged.
+  const int64_t total = jobs * split;
   auto job = [&](int ti, int nt) {
     float* scores = w.scores.data() + (size_t)ti * group * w.max_ctx;  // [group, max_ctx]
-    for (int64_t idx = ti; idx < jobs * split; idx += nt) {
-      const int64_t t = idx / (c.n_head_kv * split), g = idx / split % c.n_head_kv, part = idx % split;
+    const bool runs = split == 1;
+    const int64_t first = runs ? total * ti / nt : ti, last = runs ? total * (ti + 1) / nt : total;
+    for (int64_t idx = first; idx < last; idx += runs ? 1 : nt) {
+      const int64_t t = runs ? idx % n : idx / (c.n_head_kv * split);
+      const int64_t g = runs ? idx / n : idx / split % c.n_head_kv, part = runs ? 0 : idx % split;
       const int64_t h0 = group * part / split, h1 = group * (part + 1) / split;  // query heads of this part
       const KvCache& kv = w.row_session[t]->kv_;
       const int64_t pos = w.row_pos[t], lo = kv.first_visible(il, pos);
