@@ -417,7 +417,7 @@ void DSparkModel::attention(const DSparkContext& ctx, DSparkScratch& s, int64_t 
           {n_ctx ? ctx.k[(size_t)layer].data() + kvh * hd : nullptr, n_ctx ? ctx.v[(size_t)layer].data() + kvh * hd : nullptr,
            n_ctx, kd},
           {&s.k[(size_t)(kvh * hd)], &s.v[(size_t)(kvh * hd)], g, kd}};
-      kernels::attention_f32(qp.data(), op.data(), j1 - j0, hd, segs, 2, sc.data());
+      kernels::attention_f32(s.mm.isa, qp.data(), op.data(), j1 - j0, hd, segs, 2, sc.data());
     }
   };
   if (s.pool && nt > 1 && jobs > 1) {

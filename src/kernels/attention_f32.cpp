@@ -67,8 +67,10 @@ DSPARK_CLONES void values_pass(float* const* out, int64_t n_q, int64_t hd, const
 
 }  // namespace
 
-void attention_f32(const float* const* q, float* const* out, int64_t n_q, int64_t head_dim, const F32Rows* segs,
-                   int n_segs, float* scores) {
+void attention_f32(Isa isa, const float* const* q, float* const* out, int64_t n_q, int64_t head_dim,
+                   const F32Rows* segs, int n_segs, float* scores) {
+  if (isa == Isa::kAvx512 && head_dim % 16 == 0) return cpu::attention_f32_avx512(q, out, n_q, head_dim, segs, n_segs, scores);
+  if (isa >= Isa::kAvx2 && head_dim % 8 == 0) return cpu::attention_f32_avx2(q, out, n_q, head_dim, segs, n_segs, scores);
   const int64_t n_keys = total_keys(segs, n_segs);
   for (int s = 0, i0 = 0; s < n_segs; i0 += segs[s].n, ++s) scores_pass(q, n_q, head_dim, segs[s], scores, n_keys, i0);
   softmax_rows(scores, n_q, n_keys);

@@ -5,10 +5,14 @@
 // left to right. attention_f32 gives every key row to all the group's queries while it is loaded
 // and sums each dot product in 16 f32 lanes (then a fixed tree), so it differs from the reference
 // by the rounding of the dot products only; softmax and the value sums run in the reference's
-// order (values: per output element, keys in order).
+// order (values: per output element, keys in order). With isa kAvx2 / kAvx512 and a head_dim that
+// is a multiple of the vector width, the SIMD versions (cpu/attention_f32_impl.h) run instead:
+// W keys reduced together and a polynomial exp.
 #pragma once
 
 #include <cstdint>
+
+#include "kernels/kernels.h"
 
 namespace dspark::kernels {
 
@@ -22,9 +26,16 @@ struct F32Rows {
 
 // q[j]: query row j ([head_dim] f32), out[j]: its output row; keys are the rows of segs[0], then
 // segs[1], ... (n_keys = their sum, >= 1). scores: scratch [n_q, n_keys] f32.
-void attention_f32(const float* const* q, float* const* out, int64_t n_q, int64_t head_dim, const F32Rows* segs,
-                   int n_segs, float* scores);
+void attention_f32(Isa isa, const float* const* q, float* const* out, int64_t n_q, int64_t head_dim,
+                   const F32Rows* segs, int n_segs, float* scores);
 void attention_f32_ref(const float* const* q, float* const* out, int64_t n_q, int64_t head_dim, const F32Rows* segs,
                        int n_segs, float* scores);
+
+namespace cpu {
+void attention_f32_avx2(const float* const* q, float* const* out, int64_t n_q, int64_t head_dim, const F32Rows* segs,
+                        int n_segs, float* scores);
+void attention_f32_avx512(const float* const* q, float* const* out, int64_t n_q, int64_t head_dim,
+                          const F32Rows* segs, int n_segs, float* scores);
+}  // namespace cpu
 
 }  // namespace dspark::kernels

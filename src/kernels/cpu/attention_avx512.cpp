@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/attention_f32.h"
 
 namespace dspark::kernels::cpu {
 namespace {
@@ -69,6 +70,7 @@ struct V512 {
 };
 
 #include "kernels/cpu/attention_impl.h"
+#include "kernels/cpu/attention_f32_impl.h"
 
 }  // namespace
 
@@ -82,6 +84,11 @@ void attention_reduce_w_avx512(const float* x, float* block, float* single) {
 void attention_f16kv_avx512(const float* q, int n_q, int64_t hd, const KvView& kv, int64_t first_pos, int64_t n_keys,
                             float* scores, float* out) {
   AttentionImpl<V512>::run(q, n_q, hd, kv, first_pos, n_keys, scores, out);
+}
+
+void attention_f32_avx512(const float* const* q, float* const* out, int64_t n_q, int64_t hd, const F32Rows* segs, int n_segs,
+                          float* scores) {
+  AttentionF32Impl<V512>::run(q, out, n_q, hd, segs, n_segs, scores);
 }
 
 }  // namespace dspark::kernels::cpu

@@ -102,14 +102,16 @@ TEST(Attention, BlockReductionEqualsSingleReductionBitwise) {
   }
 }
 
-// The drafter's f32 attention: only the dot products' summation order differs from the
-// reference (16 lanes and a tree instead of left to right), ~1e-7 relative per score; 1e-5 of the
-// output's scale bounds it with room (softmax keeps the error relative).
+// The drafter's f32 attention: the dot products' summation order differs from the reference (W
+// lanes and a tree instead of left to right), ~1e-7 relative per score, and the SIMD versions' exp
+// by ~2 ulp; 1e-5 of the output's scale bounds it with room (softmax keeps the error relative).
 constexpr float kTolAttnF32Rel = 1e-5f;
 
 TEST(AttentionF32, MatchesReferenceOverTwoSegments) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0, 1);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  if (isa > detect_isa()) continue;
   for (int64_t hd : {16, 64, 70, 256}) {
     for (int64_t n_q : {1, 5, 12, 28}) {
       for (int64_t n_ctx : {0, 1, 37, 300}) {
@@ -130,15 +132,16 @@ TEST(AttentionF32, MatchesReferenceOverTwoSegments) {
           const F32Rows segs[2] = {{kc.data() + 2 * hd, vc.data() + 2 * hd, n_ctx, stride},
                                    {kb.data() + 2 * hd, vb.data() + 2 * hd, n_blk, stride}};
           attention_f32_ref(qp.data(), wp.data(), n_q, hd, segs, 2, s.data());
-          attention_f32(qp.data(), gp.data(), n_q, hd, segs, 2, s.data());
+          attention_f32(isa, qp.data(), gp.data(), n_q, hd, segs, 2, s.data());
           float scale = 0;
           for (float x : want) scale = std::max(scale, std::fabs(x));
           for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_NEAR(got[i], want[i], kTolAttnF32Rel * scale)
-                << "hd " << hd << " n_q " << n_q << " ctx " << n_ctx << " block " << n_blk << " at " << i;
+            ASSERT_NEAR(got[i], want[i], kTolAttnF32Rel * scale) << isa_name(isa) << " hd " << hd << " n_q " << n_q
+                                                                 << " ctx " << n_ctx << " block " << n_blk << " at " << i;
         }
       }
     }
+  }
   }
 }
 
@@ -148,8 +151,19 @@ TEST(AttentionF32, SingleKeyReturnsItsValue) {
   float out[4], s[1];
   float* op[1] = {out};
   const F32Rows segs[2] = {{nullptr, nullptr, 0, 4}, {k, v, 1, 4}};
-  attention_f32(qp, op, 1, 4, segs, 2, s);
+  attention_f32(detect_isa(), qp, op, 1, 4, segs, 2, s);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], v[i]);
+  // The same on the SIMD paths (head_dim 16): one key's probability is exactly 1.
+  float k16[16], v16[16], q16[16], out16[16];
+  for (int i = 0; i < 16; ++i) k16[i] = 0.1f * i, v16[i] = 1.5f - i, q16[i] = 0.01f * i;
+  const float* qp16[1] = {q16};
+  float* op16[1] = {out16};
+  const F32Rows segs16[2] = {{nullptr, nullptr, 0, 16}, {k16, v16, 1, 16}};
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (isa > detect_isa()) continue;
+    attention_f32(isa, qp16, op16, 1, 16, segs16, 2, s);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(out16[i], v16[i]) << isa_name(isa);
+  }
 }
 
 }  // namespace
