@@ -183,13 +183,15 @@ void BM_AttentionCold(benchmark::State& state) {
     return;
   }
   const int64_t n_keys = state.range(0), n_tok = state.range(1);
+  const bool head_major = state.range(2) != 0;  // 1: each K/V head's rows contiguous (stride head_dim)
   constexpr int kLayers = 30, kHeadsKv = 3, kGroup = 3;
-  constexpr int64_t kHd = 64, kStride = kHeadsKv * kHd;
+  constexpr int64_t kHd = 64;
+  const int64_t kStride = head_major ? kHd : kHeadsKv * kHd;
   const int64_t cap = n_keys + n_tok;
   dspark::Rng rng(12);
   std::vector<std::vector<uint16_t>> k(kLayers), v(kLayers);
   for (int l = 0; l < kLayers; ++l) {
-    k[l].resize((size_t)(cap * kStride));
+    k[l].resize((size_t)(cap * kHeadsKv * kHd));
     v[l].resize(k[l].size());
     for (size_t i = 0; i < k[l].size(); ++i) {
       k[l][i] = dspark::fp32_to_fp16((float)(rng.uniform() * 2 - 1));
@@ -209,7 +211,8 @@ void BM_AttentionCold(benchmark::State& state) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t t = 0; t < n_tok; ++t)
         for (int g = 0; g < kHeadsKv; ++g) {
-          const KvView view{k[l].data() + g * kHd, v[l].data() + g * kHd, cap, kStride};
+          const int64_t off = head_major ? g * cap * kHd : g * kHd;
+          const KvView view{k[l].data() + off, v[l].data() + off, cap, kStride};
           attention_f16kv(isa, q.data(), kGroup, kHd, view, 0, n_keys + t, scores.data(), out.data());
         }
       secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -218,9 +221,10 @@ void BM_AttentionCold(benchmark::State& state) {
     state.SetIterationTime(secs);
   }
   benchmark::DoNotOptimize(sink);
-  state.SetLabel("30 layers x 3 K/V heads, " + std::to_string(n_tok) + " token(s) " + isa_name(isa));
+  state.SetLabel("30 layers x 3 K/V heads, " + std::to_string(n_tok) + " token(s), " +
+                 (head_major ? "head-major rows " : "interleaved rows ") + isa_name(isa));
 }
-BENCHMARK(BM_AttentionCold)->ArgsProduct({{128, 512}, {1, 4, 8}})->Unit(benchmark::kMicrosecond)->UseManualTime();
+BENCHMARK(BM_AttentionCold)->ArgsProduct({{128, 512, 1024}, {1, 4, 8}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseManualTime();
 
 // Memory read bandwidth, the roofline of decode (every weight byte is read once per token): the
 // threads of the pool each stream their half of a 512 MB buffer (far larger than any cache) with

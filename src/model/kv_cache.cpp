@@ -7,7 +7,8 @@
 namespace dspark::model {
 
 KvCache::KvCache(const kernels::Backend& be, const ModelConfig& c, int64_t n_ctx, int64_t max_batch)
-    : n_ctx_(n_ctx), max_batch_(max_batch), window_(c.sliding_window), kv_dim_(c.n_head_kv * c.head_dim) {
+    : n_ctx_(n_ctx), max_batch_(max_batch), window_(c.sliding_window), kv_dim_(c.n_head_kv * c.head_dim),
+      n_head_kv_(c.n_head_kv), head_dim_(c.head_dim) {
   DSPARK_CHECK(n_ctx > 0 && max_batch > 0);
   layers_.resize(c.n_layer);
   for (int64_t il = 0; il < c.n_layer; ++il) {

@@ -32,15 +32,18 @@ class KvCache {
   int64_t capacity(int64_t il) const { return layers_[il].capacity; }  // slots of layer il (ring size if sliding)
   size_t bytes() const;
 
-  // Row of layer il at absolute position pos: [kv_dim] f16.
-  uint16_t* k_row(int64_t il, int64_t pos) { return layers_[il].k.data() + slot(il, pos) * kv_dim_; }
-  uint16_t* v_row(int64_t il, int64_t pos) { return layers_[il].v.data() + slot(il, pos) * kv_dim_; }
-  const uint16_t* k_row(int64_t il, int64_t pos) const {
-    return layers_[il].k.data() + slot(il, pos) * kv_dim_;
-  }
-  const uint16_t* v_row(int64_t il, int64_t pos) const {
-    return layers_[il].v.data() + slot(il, pos) * kv_dim_;
-  }
+  int64_t n_head_kv() const { return n_head_kv_; }
+  int64_t head_dim() const { return head_dim_; }
+
+  // Row of K/V head h of layer il at absolute position pos: [head_dim] f16. A layer's rows are
+  // head-major, [n_head_kv][capacity][head_dim], so the keys one attention call reads are contiguous:
+  // rows interleaved by head (stride kv_dim) left decode attention waiting on memory, 1.7-1.9x slower
+  // (BM_AttentionCold, SmolLM2's 3 K/V heads, 512-1,024 keys); SmolLM2's forward of 1 token took
+  // 4.98 -> 4.20 ms after 700 tokens and 6.87 -> 5.07 ms after 1,500 (scripts/curve_ab.py, 15 pairs).
+  uint16_t* k_at(int64_t il, int64_t h, int64_t pos) { return layers_[il].k.data() + offset(il, h, pos); }
+  uint16_t* v_at(int64_t il, int64_t h, int64_t pos) { return layers_[il].v.data() + offset(il, h, pos); }
+  const uint16_t* k_at(int64_t il, int64_t h, int64_t pos) const { return layers_[il].k.data() + offset(il, h, pos); }
+  const uint16_t* v_at(int64_t il, int64_t h, int64_t pos) const { return layers_[il].v.data() + offset(il, h, pos); }
 
   // First position visible to a query at pos on layer il.
   int64_t first_visible(int64_t il, int64_t pos) const {
@@ -49,10 +52,11 @@ class KvCache {
     return lo > 0 ? lo : 0;
   }
 
-  // Head g of layer il as a slot view for kernels::attention_f16kv.
-  kernels::KvView view(int64_t il, int64_t head_offset) const {
+  // K/V head h of layer il as a slot view for kernels::attention_f16kv.
+  kernels::KvView view(int64_t il, int64_t h) const {
     const Layer& l = layers_[il];
-    return {l.k.data() + head_offset, l.v.data() + head_offset, l.capacity, kv_dim_};
+    const int64_t off = h * l.capacity * head_dim_;
+    return {l.k.data() + off, l.v.data() + off, l.capacity, head_dim_};
   }
 
   // Called by the forward after writing rows [length, length + n).
@@ -81,18 +85,23 @@ class KvCache {
   struct Layer {
     bool sliding = false;
     int64_t capacity = 0;
-    kernels::DeviceArray<uint16_t> k;  // [capacity, kv_dim] f16
-    kernels::DeviceArray<uint16_t> v;  // [capacity, kv_dim] f16
+    kernels::DeviceArray<uint16_t> k;  // [n_head_kv, capacity, head_dim] f16
+    kernels::DeviceArray<uint16_t> v;  // [n_head_kv, capacity, head_dim] f16
   };
   int64_t slot(int64_t il, int64_t pos) const {
     const Layer& l = layers_[il];
     return l.sliding ? pos % l.capacity : pos;
   }
+  int64_t offset(int64_t il, int64_t h, int64_t pos) const {
+    return (h * layers_[il].capacity + slot(il, pos)) * head_dim_;
+  }
 
   int64_t n_ctx_ = 0;
   int64_t max_batch_ = 0;
   int64_t window_ = 0;
-  int64_t kv_dim_ = 0;
+  int64_t kv_dim_ = 0;     // n_head_kv * head_dim
+  int64_t n_head_kv_ = 0;
+  int64_t head_dim_ = 0;
   int64_t length_ = 0;
   int64_t written_ = 0;   // high-water mark of positions written since clear()
   std::vector<Layer> layers_;

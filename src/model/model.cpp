@@ -145,9 +145,11 @@ void Model::capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int
 
 void Model::store_kv(ForwardScratch& w, int64_t il, int64_t t, const float* k, const float* v) const {
   KvCache& kv = w.row_session[t]->kv_;
-  const int64_t pos = w.row_pos[t], kv_dim = config_.n_head_kv * config_.head_dim;
-  be_->f32_to_f16(k, kv.k_row(il, pos), kv_dim);
-  be_->f32_to_f16(v, kv.v_row(il, pos), kv_dim);
+  const int64_t pos = w.row_pos[t], hd = config_.head_dim;
+  for (int64_t h = 0; h < config_.n_head_kv; ++h) {  // k, v: [n_head_kv * hd]; the cache is head-major
+    be_->f32_to_f16(k + h * hd, kv.k_at(il, h, pos), hd);
+    be_->f32_to_f16(v + h * hd, kv.v_at(il, h, pos), hd);
+  }
 }
 
 void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std::span<const int64_t> last_rows) const {
@@ -257,7 +259,7 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
       const KvCache& kv = w.row_session[t]->kv_;
       const int64_t pos = w.row_pos[t], lo = kv.first_visible(il, pos);
       const int64_t q_off = t * q_dim + (g * group + h0) * hd;
-      be_->attention(w.q.data() + q_off, (int)(h1 - h0), hd, kv.view(il, g * hd), lo, pos - lo + 1, scores,
+      be_->attention(w.q.data() + q_off, (int)(h1 - h0), hd, kv.view(il, g), lo, pos - lo + 1, scores,
                      w.attn.data() + q_off);
     }
   };

@@ -32,10 +32,12 @@ void PromptCache::save(const model::KvCache& kv, const spec::SeqHistory& h) {
     const int64_t first = std::min(n, std::max<int64_t>(0, e.high_water - kv.capacity(il)));
     e.first.push_back(first);
     std::vector<uint16_t> k((size_t)((n - first) * kv_dim)), v(k.size());
-    for (int64_t pos = first; pos < n; ++pos) {
-      std::memcpy(k.data() + (pos - first) * kv_dim, kv.k_row(il, pos), sizeof(uint16_t) * kv_dim);
-      std::memcpy(v.data() + (pos - first) * kv_dim, kv.v_row(il, pos), sizeof(uint16_t) * kv_dim);
-    }
+    for (int64_t pos = first; pos < n; ++pos)  // entry rows: [kv_dim], heads side by side
+      for (int64_t hh = 0; hh < kv.n_head_kv(); ++hh) {
+        const int64_t hd = kv.head_dim();
+        std::memcpy(k.data() + (pos - first) * kv_dim + hh * hd, kv.k_at(il, hh, pos), sizeof(uint16_t) * hd);
+        std::memcpy(v.data() + (pos - first) * kv_dim + hh * hd, kv.v_at(il, hh, pos), sizeof(uint16_t) * hd);
+      }
     e.bytes += 2 * k.size() * sizeof(uint16_t);
     e.k.push_back(std::move(k));
     e.v.push_back(std::move(v));
@@ -95,10 +97,12 @@ bool PromptCache::restore(int i, model::KvCache& kv, spec::SeqHistory* h) {
     if (std::min(n, std::max<int64_t>(0, e.high_water - kv.capacity(il))) != e.first[il]) return false;  // another ring
   kv.clear();
   for (int64_t il = 0; il < kv.n_layer(); ++il)
-    for (int64_t pos = e.first[il]; pos < n; ++pos) {
-      std::memcpy(kv.k_row(il, pos), e.k[il].data() + (pos - e.first[il]) * kv_dim, sizeof(uint16_t) * kv_dim);
-      std::memcpy(kv.v_row(il, pos), e.v[il].data() + (pos - e.first[il]) * kv_dim, sizeof(uint16_t) * kv_dim);
-    }
+    for (int64_t pos = e.first[il]; pos < n; ++pos)
+      for (int64_t hh = 0; hh < kv.n_head_kv(); ++hh) {
+        const int64_t hd = kv.head_dim(), src = (pos - e.first[il]) * kv_dim + hh * hd;
+        std::memcpy(kv.k_at(il, hh, pos), e.k[il].data() + src, sizeof(uint16_t) * hd);
+        std::memcpy(kv.v_at(il, hh, pos), e.v[il].data() + src, sizeof(uint16_t) * hd);
+      }
   kv.advance(n);
   kv.raise_high_water(e.high_water);
   *h = e.h;
