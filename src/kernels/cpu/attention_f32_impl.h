@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "kernels/attention_f32.h"
+#include "kernels/cpu/softmax_impl.h"
 
 template <class V>
 struct AttentionF32Impl {
@@ -52,22 +53,8 @@ struct AttentionF32Impl {
 
   // In place: s[i] = exp(s[i] - max) / sum.
   static void softmax(float* s, int64_t n) {
-    reg vmax = V::set1(-INFINITY);
+    const double sum = softmax_exp_sum<V>(s, n);
     int64_t i = 0;
-    for (; i + W <= n; i += W) vmax = V::max(vmax, V::load(s + i));
-    float mx = V::reduce_max(vmax);
-    for (; i < n; ++i) mx = std::fmax(mx, s[i]);
-    double sum = 0;
-    const reg vm = V::set1(mx);
-    for (i = 0; i + W <= n; i += W) {
-      const reg e = V::exp(V::sub(V::load(s + i), vm));
-      V::store(s + i, e);
-      sum += V::reduce(e);
-    }
-    for (; i < n; ++i) {
-      s[i] = std::exp(s[i] - mx);
-      sum += s[i];
-    }
     const float inv = (float)(1.0 / sum);
     const reg vinv = V::set1(inv);
     for (i = 0; i + W <= n; i += W) V::store(s + i, V::mul(V::load(s + i), vinv));

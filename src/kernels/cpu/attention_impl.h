@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/cpu/softmax_impl.h"
 
 template <class V>
 struct AttentionImpl {
@@ -143,22 +144,8 @@ struct AttentionImpl {
 
   // In place: s[j] = f16(exp(s[j] - max) / sum).
   static void softmax_f16(float* s, int64_t n) {
-    reg vmax = V::set1(-INFINITY);
+    const double sum = softmax_exp_sum<V>(s, n);
     int64_t j = 0;
-    for (; j + W <= n; j += W) vmax = V::max(vmax, V::load(s + j));
-    float mx = V::reduce_max(vmax);
-    for (; j < n; ++j) mx = std::fmax(mx, s[j]);
-    double sum = 0;
-    const reg vm = V::set1(mx);
-    for (j = 0; j + W <= n; j += W) {
-      const reg e = V::exp(V::sub(V::load(s + j), vm));
-      V::store(s + j, e);
-      sum += V::reduce(e);
-    }
-    for (; j < n; ++j) {
-      s[j] = std::exp(s[j] - mx);
-      sum += s[j];
-    }
     const reg inv = V::set1((float)(1.0 / sum));
     for (j = 0; j + W <= n; j += W) V::store(s + j, V::round_f16(V::mul(V::load(s + j), inv)));
     const float finv = (float)(1.0 / sum);
