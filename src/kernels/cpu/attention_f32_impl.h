@@ -54,10 +54,10 @@ struct AttentionF32Impl {
   // In place: s[i] = exp(s[i] - max) / sum.
   static void softmax(float* s, int64_t n) {
     const double sum = softmax_exp_sum<V>(s, n);
-    int64_t i = 0;
     const float inv = (float)(1.0 / sum);
     const reg vinv = V::set1(inv);
-    for (i = 0; i + W <= n; i += W) V::store(s + i, V::mul(V::load(s + i), vinv));
+    int64_t i = 0;
+    for (; i + W <= n; i += W) V::store(s + i, V::mul(V::load(s + i), vinv));
     for (; i < n; ++i) s[i] *= inv;
   }
 

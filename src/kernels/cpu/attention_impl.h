@@ -145,9 +145,9 @@ struct AttentionImpl {
   // In place: s[j] = f16(exp(s[j] - max) / sum).
   static void softmax_f16(float* s, int64_t n) {
     const double sum = softmax_exp_sum<V>(s, n);
-    int64_t j = 0;
     const reg inv = V::set1((float)(1.0 / sum));
-    for (j = 0; j + W <= n; j += W) V::store(s + j, V::round_f16(V::mul(V::load(s + j), inv)));
+    int64_t j = 0;
+    for (; j + W <= n; j += W) V::store(s + j, V::round_f16(V::mul(V::load(s + j), inv)));
     const float finv = (float)(1.0 / sum);
     for (; j < n; ++j) {
       float t = s[j] * finv;

@@ -111,37 +111,37 @@ TEST(AttentionF32, MatchesReferenceOverTwoSegments) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0, 1);
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-  if (isa > detect_isa()) continue;
-  for (int64_t hd : {16, 64, 70, 256}) {
-    for (int64_t n_q : {1, 5, 12, 28}) {
-      for (int64_t n_ctx : {0, 1, 37, 300}) {
-        for (int64_t n_blk : {1, 4, 7}) {
-          const int64_t stride = hd * 3;  // three heads per row; use head 2
-          std::vector<float> kc(std::max<int64_t>(n_ctx, 1) * stride), vc(kc.size()), kb(n_blk * stride), vb(kb.size());
-          for (auto* t : {&kc, &vc, &kb, &vb})
-            for (float& x : *t) x = nd(rng);
-          std::vector<float> q(n_q * hd), want(n_q * hd), got(n_q * hd, 123.0f), s((n_ctx + n_blk) * n_q);
-          for (float& x : q) x = nd(rng) * 0.2f;
-          std::vector<const float*> qp;
-          std::vector<float*> wp, gp;
-          for (int64_t j = 0; j < n_q; ++j) {
-            qp.push_back(&q[j * hd]);
-            wp.push_back(&want[j * hd]);
-            gp.push_back(&got[j * hd]);
+    if (isa > detect_isa()) continue;
+    for (int64_t hd : {16, 64, 70, 256}) {
+      for (int64_t n_q : {1, 5, 12, 28}) {
+        for (int64_t n_ctx : {0, 1, 37, 300}) {
+          for (int64_t n_blk : {1, 4, 7}) {
+            const int64_t stride = hd * 3;  // three heads per row; use head 2
+            std::vector<float> kc(std::max<int64_t>(n_ctx, 1) * stride), vc(kc.size()), kb(n_blk * stride), vb(kb.size());
+            for (auto* t : {&kc, &vc, &kb, &vb})
+              for (float& x : *t) x = nd(rng);
+            std::vector<float> q(n_q * hd), want(n_q * hd), got(n_q * hd, 123.0f), s((n_ctx + n_blk) * n_q);
+            for (float& x : q) x = nd(rng) * 0.2f;
+            std::vector<const float*> qp;
+            std::vector<float*> wp, gp;
+            for (int64_t j = 0; j < n_q; ++j) {
+              qp.push_back(&q[j * hd]);
+              wp.push_back(&want[j * hd]);
+              gp.push_back(&got[j * hd]);
+            }
+            const F32Rows segs[2] = {{kc.data() + 2 * hd, vc.data() + 2 * hd, n_ctx, stride},
+                                     {kb.data() + 2 * hd, vb.data() + 2 * hd, n_blk, stride}};
+            attention_f32_ref(qp.data(), wp.data(), n_q, hd, segs, 2, s.data());
+            attention_f32(isa, qp.data(), gp.data(), n_q, hd, segs, 2, s.data());
+            float scale = 0;
+            for (float x : want) scale = std::max(scale, std::fabs(x));
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], kTolAttnF32Rel * scale) << isa_name(isa) << " hd " << hd << " n_q " << n_q
+                                                                   << " ctx " << n_ctx << " block " << n_blk << " at " << i;
           }
-          const F32Rows segs[2] = {{kc.data() + 2 * hd, vc.data() + 2 * hd, n_ctx, stride},
-                                   {kb.data() + 2 * hd, vb.data() + 2 * hd, n_blk, stride}};
-          attention_f32_ref(qp.data(), wp.data(), n_q, hd, segs, 2, s.data());
-          attention_f32(isa, qp.data(), gp.data(), n_q, hd, segs, 2, s.data());
-          float scale = 0;
-          for (float x : want) scale = std::max(scale, std::fabs(x));
-          for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_NEAR(got[i], want[i], kTolAttnF32Rel * scale) << isa_name(isa) << " hd " << hd << " n_q " << n_q
-                                                                 << " ctx " << n_ctx << " block " << n_blk << " at " << i;
         }
       }
     }
-  }
   }
 }
 
