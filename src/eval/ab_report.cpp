@@ -137,6 +137,9 @@ nlohmann::json to_json(const AbReport& r) {
           {"seed", s.sampler.seed},
           {"repeats", s.repeats},
           {"threads", s.threads},
+          {"verify_table_ms", r.verify_ms.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.verify_ms)},
+          {"verify_table_source", r.verify_ms.empty() ? nlohmann::json(nullptr)
+                                                      : nlohmann::json(r.verify_ms_given ? "given" : "measured")},
           {"bootstrap", {{"resamples", s.bootstrap.n_boot}, {"level", s.bootstrap.level}}},
           {"rule", {{"min_accept_delta_pts", s.rule.min_accept_delta_pts}, {"min_speed_ratio", s.rule.min_speed_ratio}}},
           {"arms", arms},
@@ -156,6 +159,13 @@ std::string to_markdown(const AbReport& r) {
                    (s.sampler.min_p > 0 ? ", min-p " + fmt("%g", s.sampler.min_p) : std::string()) + ", " + std::to_string(s.repeats) +
                    " repeat(s), " + std::to_string(s.threads) + " threads, arms alternated per prompt\n\n";
   if (r.skipped) md += std::to_string(r.skipped) + " prompt(s) skipped: longer than the context.\n\n";
+  if (!r.verify_ms.empty()) {
+    md += "Verify-cost table of the cost-aware arms (";
+    md += r.verify_ms_given ? "--verify-table" : "measured at start-up";
+    md += "), ms for 1.." + std::to_string(r.verify_ms.size()) + " tokens:";
+    for (double ms : r.verify_ms) md.append(" ").append(fmt("%.2f", ms));
+    md += "\n\n";
+  }
   md += "| arm | spec | tok/s | decode tok/s (after prefill) | tau | acceptance | drafted | accepted | rounds |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
   size_t max_gamma = 0;

@@ -52,6 +52,8 @@ struct AbReport {
   std::vector<std::vector<PromptRecord>> records;   // [n_arms][n_prompts]
   std::vector<std::vector<uint8_t>> identical;      // [n_arms][n_prompts] output == arm 0's (first repeat)
   std::vector<AbComparison> comparisons;            // [n_arms - 1]
+  std::vector<double> verify_ms;                    // the cost-aware arms' verify table, ms for 1..n tokens (empty: none)
+  bool verify_ms_given = false;                     // from --verify-table, else measured at start-up
   bool pass() const;                                // every comparison passes
 };
 

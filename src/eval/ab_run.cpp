@@ -129,16 +129,30 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   int table_n = 0;
   for (const ArmSpec& a : opt.arms)
     if (!a.serial && a.drafter.cost_schedule()) table_n = std::max(table_n, std::max(a.drafter.gamma, kMinTableTokens) + 1);
-  std::vector<double> shared_verify_ms;
+  std::vector<double> shared_verify_ms;  // [table_n + 1], index 0 unused
+  if (table_n > 0 && !opt.verify_table_ms.empty()) {
+    if ((int)opt.verify_table_ms.size() < table_n) {
+      std::fprintf(stderr, "dspark ab: --verify-table gives ms for 1..%zu tokens; the cost-aware arms need 1..%d\n",
+                   opt.verify_table_ms.size(), table_n);
+      return kExitBadInput;
+    }
+    shared_verify_ms.assign(1, 0.0);
+    shared_verify_ms.insert(shared_verify_ms.end(), opt.verify_table_ms.begin(), opt.verify_table_ms.begin() + table_n);
+  } else if (!opt.verify_table_ms.empty()) {
+    std::fprintf(stderr, "dspark ab: note: --verify-table unused (no arm has a cost-aware draft-schedule)\n");
+  }
   if (table_n > 0) {
-    shared_verify_ms = measure_verify_ms(*lm.model, table_n, &pool);
+    if (shared_verify_ms.empty()) shared_verify_ms = measure_verify_ms(*lm.model, table_n, &pool);
+    report.verify_ms.assign(shared_verify_ms.begin() + 1, shared_verify_ms.end());
+    report.verify_ms_given = !opt.verify_table_ms.empty();
     std::string curve;
     char buf[48];
     for (size_t n = 1; n < shared_verify_ms.size(); ++n) {
-      std::snprintf(buf, sizeof buf, " %zu:%.1f", n, shared_verify_ms[n]);
+      std::snprintf(buf, sizeof buf, " %zu:%.2f", n, shared_verify_ms[n]);
       curve += buf;
     }
-    std::fprintf(stderr, "dspark ab: verify cost shared by the cost-aware arms, ms by tokens:%s\n", curve.c_str());
+    std::fprintf(stderr, "dspark ab: verify cost shared by the cost-aware arms (%s), ms by tokens:%s\n",
+                 report.verify_ms_given ? "--verify-table" : "measured", curve.c_str());
   }
   for (size_t k = 0; k < n_arms; ++k) {
     AbArm arm{opt.arms[k]};

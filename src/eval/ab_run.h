@@ -24,6 +24,11 @@ struct AbOptions {
   std::string python = "python3";       // looked up in PATH
   std::string plot_script;              // path of plot_ab.py
   AbSettings settings;
+  // The cost-aware arms' verify-cost table, ms of one target forward over 1, 2, ... tokens (entry
+  // n - 1 = n tokens). Empty: measured once at start-up (runtime::measure_verify_ms). A given table
+  // makes the schedule draft alike in every run that gives it, so two binaries or two sessions
+  // compare on the engine and the drafter instead of on the start-up table's noise.
+  std::vector<double> verify_table_ms;
 };
 
 // Exit code: 0 every comparison passes, 1 one fails (or generation failed), 2 bad input.

@@ -1,5 +1,7 @@
 // dspark ab: parses the flags into AbOptions and runs the acceptance A/B harness (ab_run.h).
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -26,6 +28,28 @@ Status check_output_path(const std::string& flag, const std::string& path) {
     return Status::error(flag + ": folder " + parent.string() + " does not exist");
   if (std::filesystem::is_directory(path, ec)) return Status::error(flag + ": " + path + " is a folder");
   return Status::ok();
+}
+
+// "2.9,3.1,3.3": ms for 1, 2, 3 tokens; each a finite number > 0, none below the one before (a
+// forward over more tokens never costs less, as measure_verify_ms's fit also ensures).
+Result<std::vector<double>> parse_verify_table(const std::string& text) {
+  std::vector<double> v;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, end - start);
+    char* stop = nullptr;
+    const double ms = std::strtod(item.c_str(), &stop);
+    if (item.empty() || *stop != '\0' || !std::isfinite(ms) || ms <= 0)
+      return Status::error("--verify-table: entry " + std::to_string(v.size() + 1) + " '" + item +
+                           "' is not a number of ms > 0 (expected MS,MS,... for 1, 2, ... tokens)");
+    if (!v.empty() && ms < v.back())
+      return Status::error("--verify-table: entry " + std::to_string(v.size() + 1) + " (" + item +
+                           " ms) is below the one before: a forward over more tokens never costs less");
+    v.push_back(ms);
+    start = end + 1;
+  }
+  return v;
 }
 
 int bad(const std::string& msg) {
@@ -59,7 +83,7 @@ int verb_ab(int argc, char** argv) {
       "Exit code: 0 every arm passes, 1 one fails, 2 bad input.\n\n"
       "SPEC is 'serial' or comma-separated drafter settings with generate's flag names (without --):\n"
       "  draft-kind=auto|ngram|draft-model|dspark, draft-model=PATH, num-draft-tokens=G (0 = the drafter's\n"
-      "  default: a DSpark block, else 5), draft-threshold=T, draft-schedule=fixed|cost,\n"
+      "  default: a DSpark block, else 5), draft-threshold=T, draft-schedule=fixed|cost|cost-static|cost-gated,\n"
       "  draft-copy=auto|on|off|only|first, draft-quant=none|auto (default none: the checkpoint as given)\n"
       "Either may end with ',lm-head=full': every logit computed at T 0 instead of the exact greedy head\n"
       "  (same tokens; measures that head), e.g. --arm sfull=serial,lm-head=full\n"
@@ -85,6 +109,12 @@ int verb_ab(int argc, char** argv) {
   args.add("--repeats,-r", &repeats, "runs of each prompt per arm, summed (order alternates per repeat)", 1, 1000);
   add_threads_flag(args, &threads);
   args.add("--ctx", &n_ctx, "context size in tokens; longer prompts are skipped", 16, 1 << 20);
+  std::string verify_table;
+  args.add("--verify-table", &verify_table,
+           "MS,MS,...: the cost-aware arms' verify-cost table, ms of one target forward over 1, 2, ... tokens\n"
+           "(at least 8 entries, or num-draft-tokens + 1), instead of one measured at start-up: runs that give the\n"
+           "same table draft alike, so binaries or sessions compare on speed, not on the table's noise (each run\n"
+           "prints its table on stderr and in --json as verify_table_ms)");
   args.add("--bootstrap", &n_boot, "bootstrap resamples", 1, 10000000);
   args.add("--min-accept-delta", &min_accept, "verdict: lowest allowed acceptance-change CI lower bound, points",
            -100.0, 100.0);
@@ -118,6 +148,11 @@ int verb_ab(int argc, char** argv) {
     opt.arms.push_back(std::move(a).value());
   }
   if (opt.arms.size() < 2) return bad("need two arms: --a SPEC --b SPEC, or --arm NAME=SPEC twice (see --help)");
+  if (!verify_table.empty()) {
+    auto t = parse_verify_table(verify_table);
+    if (!t) return bad(t.message());
+    opt.verify_table_ms = std::move(t).value();
+  }
   if (!opt.markdown_path.empty())
     if (Status st = check_output_path("--markdown", opt.markdown_path); !st) return bad(st.message());
   if (!opt.plot_path.empty())

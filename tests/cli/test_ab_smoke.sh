@@ -3,7 +3,8 @@
 # serial vs n-gram at temperature 0 must give JSON with both arms, identical outputs (spec decoding
 # is lossless), tau >= 1 for the drafter arm, a markdown file, and an exit code of 0 or 1 (the
 # verdict on two prompts is noise). A plot with a missing python must warn, not fail. With
-# $DSPARK_SMOLLM2_MODEL also: two SmolLM2 chat answers that end at EOS, serial vs the shipped drafter.
+# $DSPARK_SMOLLM2_MODEL also: two SmolLM2 chat answers that end at EOS, serial vs the shipped drafter,
+# and --verify-table (a given table steers the cost-aware arm and is reported; a short one is refused).
 # Usage: test_ab_smoke.sh DSPARK_BINARY [MODEL.gguf]   (else $DSPARK_MODEL; exit 77 = skipped)
 set -u
 bin="$1"
@@ -76,6 +77,35 @@ JSONL
     "$bin" ab -m "$smol" --prompts "$tmp/short.jsonl" -n 48 --bootstrap 100 "${extra[@]}" --a serial \
       --b "draft-model=$root/drafters/smollm2-135m,num-draft-tokens=4" --json >"$tmp/smol-$mode.json" 2>>"$tmp/err"
   done
+  # --verify-table: the cost-aware arm drafts from the given table, and the report says so; without
+  # it the table is measured; a table shorter than the arm needs is refused before any prompt runs.
+  cs="draft-model=$root/drafters/smollm2-135m,num-draft-tokens=4,draft-schedule=cost-static"
+  "$bin" ab -m "$smol" --prompts "$tmp/short.jsonl" -n 16 --bootstrap 100 --a serial --b "$cs" \
+    --verify-table 2.9,3.1,3.3,3.9,3.9,4.3,4.9,5.9 --json >"$tmp/smol-table.json" 2>>"$tmp/err"
+  "$bin" ab -m "$smol" --prompts "$tmp/short.jsonl" -n 4 --bootstrap 100 --a serial --b "$cs" \
+    --json >"$tmp/smol-measured.json" 2>>"$tmp/err"
+  # A table where a second token costs 100x the first: drafting never pays, so the arm drafts nothing.
+  "$bin" ab -m "$smol" --prompts "$tmp/short.jsonl" -n 16 --bootstrap 100 --a serial --b "$cs" \
+    --verify-table 1,100,200,300,400,500,600,700 --json >"$tmp/smol-steep.json" 2>>"$tmp/err"
+  python3 - "$tmp/smol-table.json" "$tmp/smol-measured.json" "$tmp/smol-steep.json" <<'PY' || fail=1
+import json, sys
+t, m, st = (json.load(open(p)) for p in sys.argv[1:4])
+assert t["arms"][1]["drafted"] > 0 and st["arms"][1]["drafted"] == 0, (t["arms"][1]["drafted"], st["arms"][1]["drafted"])
+assert st["comparisons"][0]["identical_outputs"] == 2, st["comparisons"][0]
+assert t["verify_table_ms"] == [2.9, 3.1, 3.3, 3.9, 3.9, 4.3, 4.9, 5.9] and t["verify_table_source"] == "given", t
+assert m["verify_table_source"] == "measured" and len(m["verify_table_ms"]) == 8, m["verify_table_ms"]
+assert t["comparisons"][0]["identical_outputs"] == 2, t["comparisons"][0]
+print("ok: --verify-table steers the cost-aware arm (%d drafted with a flat table, 0 with a steep one) and is reported; "
+      "without it the table is measured" % t["arms"][1]["drafted"])
+PY
+  "$bin" ab -m "$smol" --prompts "$tmp/short.jsonl" -n 4 --a serial --b "$cs" --verify-table 2.9,3.1 \
+    >"$tmp/short-out" 2>"$tmp/short-err"
+  src=$?
+  if [ "$src" -ne 2 ] || [ -s "$tmp/short-out" ] || ! grep -q "verify-table gives ms for 1..2 tokens" "$tmp/short-err"; then
+    echo "FAIL a too-short --verify-table: exit $src, stderr: $(tail -1 "$tmp/short-err")"; fail=1
+  else
+    echo "ok: a too-short --verify-table is refused: $(tail -1 "$tmp/short-err")"
+  fi
   python3 - "$tmp/smol-eos.json" "$tmp/smol-ignore.json" <<'PY' || fail=1
 import json, sys
 d, f = (json.load(open(p)) for p in sys.argv[1:3])

@@ -57,6 +57,9 @@ expect_bad "ab: lm-head without an arm" ab -m x.gguf --arm x=lm-head=full
 expect_bad "ab: lm-head not last" ab -m x.gguf --arm x=lm-head=full,draft-kind=ngram
 expect_bad "ab: zero bootstrap resamples" ab -m x.gguf --a serial --b serial --bootstrap 0
 expect_bad "ab: negative temperature" ab -m x.gguf --a serial --b serial --temp -0.5
+expect_bad "ab: verify table entry not a number" ab -m x.gguf --a serial --b serial --verify-table 2.9,x,3.3
+expect_bad "ab: verify table entry not positive" ab -m x.gguf --a serial --b serial --verify-table 0,3.1
+expect_bad "ab: verify table decreasing" ab -m x.gguf --a serial --b serial --verify-table 3.1,2.9
 expect_bad "ab: plot into a missing folder" ab -m x.gguf --a serial --b serial --plot "$tmp/no/such/dir/x.png"
 expect_bad "ab: missing model" ab -m "$tmp/none.gguf" --a serial --b draft-kind=ngram
 expect_bad "quantize-drafter: no checkpoint" quantize-drafter

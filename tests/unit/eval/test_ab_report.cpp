@@ -100,6 +100,25 @@ TEST(AbReport, MarkdownTables) {
   EXPECT_NE(md.find("overall: FAIL"), std::string::npos);
 }
 
+// The cost-aware arms' verify table is reported with where it came from; no table, null.
+TEST(AbReport, VerifyTableAndItsSource) {
+  AbReport r = three_arms();
+  ASSERT_TRUE(compare_arms(r).is_ok());
+  nlohmann::json j = nlohmann::json::parse(to_json(r).dump());
+  EXPECT_TRUE(j["verify_table_ms"].is_null());
+  EXPECT_TRUE(j["verify_table_source"].is_null());
+  EXPECT_EQ(to_markdown(r).find("Verify-cost table"), std::string::npos);
+  r.verify_ms = {2.9, 3.1, 3.25};
+  r.verify_ms_given = true;
+  j = nlohmann::json::parse(to_json(r).dump());
+  EXPECT_EQ(j["verify_table_ms"].get<std::vector<double>>(), r.verify_ms);
+  EXPECT_EQ(j["verify_table_source"], "given");
+  EXPECT_NE(to_markdown(r).find("(--verify-table), ms for 1..3 tokens: 2.90 3.10 3.25\n"), std::string::npos) << to_markdown(r);
+  r.verify_ms_given = false;
+  EXPECT_EQ(nlohmann::json::parse(to_json(r).dump())["verify_table_source"], "measured");
+  EXPECT_NE(to_markdown(r).find("(measured at start-up)"), std::string::npos);
+}
+
 TEST(AbReport, NeedsTwoArms) {
   AbReport r = three_arms();
   r.arms.resize(1);
