@@ -7,8 +7,8 @@
 namespace dspark::model {
 
 KvCache::KvCache(const kernels::Backend& be, const ModelConfig& c, int64_t n_ctx, int64_t max_batch)
-    : n_ctx_(n_ctx), max_batch_(max_batch), window_(c.sliding_window), kv_dim_(c.n_head_kv * c.head_dim),
-      n_head_kv_(c.n_head_kv), head_dim_(c.head_dim) {
+    : n_ctx_(n_ctx), max_batch_(max_batch), window_(c.sliding_window), n_head_kv_(c.n_head_kv),
+      head_dim_(c.head_dim) {
   DSPARK_CHECK(n_ctx > 0 && max_batch > 0);
   layers_.resize(c.n_layer);
   for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -17,8 +17,8 @@ KvCache::KvCache(const kernels::Backend& be, const ModelConfig& c, int64_t n_ctx
     l.capacity = l.sliding ? std::min(n_ctx, window_ + max_batch) : n_ctx;
     l.k.bind(&be);  // zero-filled
     l.v.bind(&be);
-    l.k.resize((size_t)(l.capacity * kv_dim_));
-    l.v.resize((size_t)(l.capacity * kv_dim_));
+    l.k.resize((size_t)(l.capacity * kv_dim()));
+    l.v.resize((size_t)(l.capacity * kv_dim()));
   }
 }
 

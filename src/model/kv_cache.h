@@ -27,7 +27,7 @@ class KvCache {
   int64_t n_ctx() const { return n_ctx_; }
   int64_t max_batch() const { return max_batch_; }
   int64_t length() const { return length_; }   // positions committed so far
-  int64_t kv_dim() const { return kv_dim_; }
+  int64_t kv_dim() const { return n_head_kv_ * head_dim_; }
   int64_t n_layer() const { return (int64_t)layers_.size(); }
   int64_t capacity(int64_t il) const { return layers_[il].capacity; }  // slots of layer il (ring size if sliding)
   size_t bytes() const;
@@ -99,7 +99,6 @@ class KvCache {
   int64_t n_ctx_ = 0;
   int64_t max_batch_ = 0;
   int64_t window_ = 0;
-  int64_t kv_dim_ = 0;     // n_head_kv * head_dim
   int64_t n_head_kv_ = 0;
   int64_t head_dim_ = 0;
   int64_t length_ = 0;

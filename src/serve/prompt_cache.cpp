@@ -25,7 +25,7 @@ void PromptCache::save(const model::KvCache& kv, const spec::SeqHistory& h) {
   Entry e;
   e.h = h;
   e.high_water = kv.high_water();
-  const int64_t kv_dim = kv.kv_dim();
+  const int64_t kv_dim = kv.kv_dim(), hd = kv.head_dim();  // a row: n_head_kv heads of hd
   for (int64_t il = 0; il < kv.n_layer(); ++il) {
     // Ring rows of positions below high_water - capacity were overwritten (a global layer's
     // capacity is n_ctx: it keeps everything).
@@ -34,7 +34,6 @@ void PromptCache::save(const model::KvCache& kv, const spec::SeqHistory& h) {
     std::vector<uint16_t> k((size_t)((n - first) * kv_dim)), v(k.size());
     for (int64_t pos = first; pos < n; ++pos)  // entry rows: [kv_dim], heads side by side
       for (int64_t hh = 0; hh < kv.n_head_kv(); ++hh) {
-        const int64_t hd = kv.head_dim();
         std::memcpy(k.data() + (pos - first) * kv_dim + hh * hd, kv.k_at(il, hh, pos), sizeof(uint16_t) * hd);
         std::memcpy(v.data() + (pos - first) * kv_dim + hh * hd, kv.v_at(il, hh, pos), sizeof(uint16_t) * hd);
       }
@@ -91,7 +90,7 @@ bool PromptCache::restore(int i, model::KvCache& kv, spec::SeqHistory* h) {
   std::lock_guard lk(mu_);
   if (i < 0 || i >= (int)entries_.size()) return false;
   Entry& e = entries_[(size_t)i];
-  const int64_t n = (int64_t)e.h.tokens.size(), kv_dim = kv.kv_dim();
+  const int64_t n = (int64_t)e.h.tokens.size(), kv_dim = kv.kv_dim(), hd = kv.head_dim();
   if (n > kv.n_ctx() || kv.n_layer() != (int64_t)e.k.size() || e.h.tap_ids != h->tap_ids) return false;
   for (int64_t il = 0; il < kv.n_layer(); ++il)
     if (std::min(n, std::max<int64_t>(0, e.high_water - kv.capacity(il))) != e.first[il]) return false;  // another ring
@@ -99,7 +98,7 @@ bool PromptCache::restore(int i, model::KvCache& kv, spec::SeqHistory* h) {
   for (int64_t il = 0; il < kv.n_layer(); ++il)
     for (int64_t pos = e.first[il]; pos < n; ++pos)
       for (int64_t hh = 0; hh < kv.n_head_kv(); ++hh) {
-        const int64_t hd = kv.head_dim(), src = (pos - e.first[il]) * kv_dim + hh * hd;
+        const int64_t src = (pos - e.first[il]) * kv_dim + hh * hd;
         std::memcpy(kv.k_at(il, hh, pos), e.k[il].data() + src, sizeof(uint16_t) * hd);
         std::memcpy(kv.v_at(il, hh, pos), e.v[il].data() + src, sizeof(uint16_t) * hd);
       }
