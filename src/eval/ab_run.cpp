@@ -128,7 +128,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   constexpr int kMinTableTokens = 7;  // the table covers at least a 7-slot block (gamma 0 = whole block)
   int table_n = 0;
   for (const ArmSpec& a : opt.arms)
-    if (!a.serial && a.drafter.cost_schedule()) table_n = std::max(table_n, std::max(a.drafter.gamma, kMinTableTokens) + 1);
+    if (!a.serial && (a.drafter.cost_schedule() || a.drafter.governor)) table_n = std::max(table_n, std::max(a.drafter.gamma, kMinTableTokens) + 1);
   std::vector<double> shared_verify_ms;  // [table_n + 1], index 0 unused
   if (table_n > 0 && !opt.verify_table_ms.empty()) {
     if ((int)opt.verify_table_ms.size() < table_n) {
@@ -164,7 +164,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
       d.model = q->dir;
       d.quant = q->mode();
       DrafterRuntime rt{.n_ctx = set.n_ctx, .verify_ms = {}};
-      if (d.cost_schedule()) rt.verify_ms = shared_verify_ms;
+      if (d.cost_schedule() || d.governor) rt.verify_ms = shared_verify_ms;
       auto b = make_drafter(d, rt, lm, &pool);
       if (!b) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), b.message().c_str()); return kExitBadInput; }
       bundles[k] = std::make_unique<DrafterBundle>(std::move(b).value());

@@ -14,7 +14,7 @@ Result<ArmRun> run_arm(const LoadedModel& lm, model::Session& session, std::span
   ArmRun run;
   const auto t0 = Clock::now();
   if (drafter) {
-    spec::SpecParams sp{gp, drafter->gamma};
+    spec::SpecParams sp{gp, drafter->gamma, drafter->governor};
     auto r = spec::generate_spec(*lm.model, session, *lm.tok, prompt, sp, *drafter->drafter, {});
     if (!r) return r.status();
     run.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

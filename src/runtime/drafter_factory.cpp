@@ -71,7 +71,7 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   dopt.schedule = c.cost_schedule();
   dopt.backbone_gate = c.schedule == "cost-gated";
   dopt.static_costs = c.schedule == "cost-static";
-  dopt.verify_ms = rt.verify_ms;
+  dopt.verify_ms = rt.verify_ms;  // also used for the governor's calibration below
   dopt.copy_bits = spec::copy_bits_of_quant(c.quant);  // auto is resolved first (runtime/draft_quant.h)
   auto d = spec::DSparkDrafter::load(c.model, *target.model, dopt, pool);  // gamma = block_size
   if (!d) return d.status();
@@ -96,9 +96,11 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   }
   // The cost-aware schedule of sampled requests decides from constants: time the backbone once
   // (a drafter created with a known draft_ms, e.g. per serve slot, skips this).
-  if (dopt.schedule && dopt.draft_ms <= 0 && !dopt.verify_ms.empty()) (*d)->calibrate_draft_ms();
+  // The governor's constants for sampled requests need it too.
+  if ((dopt.schedule || c.governor) && dopt.draft_ms <= 0 && !dopt.verify_ms.empty()) (*d)->calibrate_draft_ms();
   DrafterBundle b;
   b.kind = "dspark";
+  b.governor.draft_ms = (*d)->options().draft_ms;
   b.gamma = (*d)->gamma();
   b.drafter = std::move(d).value();
   return b;
@@ -138,7 +140,12 @@ Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRunti
     if (kind != "dspark" && (c.copy == "on" || c.copy == "only" || c.copy == "first"))
       return Status::error("draft-copy " + c.copy + " needs a DSpark drafter (the copy head is part of its sequential stage)");
     if (k.needs_model && c.model.empty()) return Status::error("draft-kind " + kind + " needs draft-model=PATH");
-    return k.open(c, rt, target, pool);
+    auto b = k.open(c, rt, target, pool);
+    if (b) {
+      b->governor.enabled = c.governor;
+      b->governor.verify_ms = rt.verify_ms;
+    }
+    return b;
   }
   return check_drafter_kind(kind);  // not registered: the error lists the kinds
 }

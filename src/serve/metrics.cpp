@@ -123,6 +123,12 @@ std::string Metrics::prometheus(const json& g) const {
                "Rounds that drafted a token at this position (1-based).", spec_.drafted_by_pos);
   per_position(o, "dspark_spec_accepted_tokens_per_pos_total",
                "Rounds that accepted the draft at this position (1-based).", spec_.accepted_by_pos);
+  header(o, "dspark_spec_governor_rounds_total", "counter",
+         "Rounds of generations that ran a drafter, by the draft-length governor's reason (plain: drafted nothing by "
+         "decision).");
+  for (size_t i = 0; i < spec_.governor.rounds.size(); ++i)
+    o += std::string("dspark_spec_governor_rounds_total{reason=\"") +
+         spec::governor_reason_name((spec::GovernorReason)i) + "\"} " + std::to_string(spec_.governor.rounds[i]) + "\n";
   metric(o, "dspark_queue_length", "gauge", "Requests waiting for a slot.", g.value("queue", 0.0));
   header(o, "dspark_slots", "gauge", "Generation slots by state.");
   const double busy = g.value("slots_busy", 0.0), total = g.value("slots", 0.0);

@@ -231,14 +231,19 @@ void Scheduler::batched_rounds(std::vector<Slot*>& batch) {
     ++batched_forwards_;
     batched_rounds_ += (int64_t)planned.size();
   }
-  for (Slot* s : planned) {
+  // Each sequence is charged its share of the forward by window rows: its governor weighs what
+  // its drafting cost against what plain steps cost in the same batches.
+  size_t rows = 0;
+  for (const model::SeqInput& q : seqs) rows += q.tokens.size();
+  for (size_t i = 0; i < planned.size(); ++i) {
+    Slot* s = planned[i];
     if (!st) {  // the forward failed: every sequence in it is abandoned
       s->session->kv().clear();
       s->history.clear();
       finish(*s, st, false);
       continue;
     }
-    Status r = s->stepper->finish_round(ms);
+    Status r = s->stepper->finish_round(ms * (double)seqs[i].tokens.size() / (double)std::max<size_t>(rows, 1));
     if (!r) finish(*s, r, false);
     else if (s->stepper->done()) finish(*s, Status::ok(), false);
   }

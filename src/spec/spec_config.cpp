@@ -90,6 +90,16 @@ const SpecKey kKeys[] = {
                     "same as 4-bit Q4_1 copies: half the bytes; for drafters already quantized to 4 bits)",
      [](const SpecConfig& c) { return c.quant; },
      [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "none", "int8", "int4"}, &c->quant); }},
+    {"draft-governor", "on (default): each round drafts the length, 0 = a plain step, that the tokens per ms\n"
+                       "measured in this request say pays best, with bounded exploration (docs/SPECULATION.md);\n"
+                       "off: every round drafts up to num-draft-tokens as the drafter decides",
+     [](const SpecConfig& c) { return std::string(c.governor ? "on" : "off"); },
+     [](SpecConfig* c, const std::string& v) {
+       std::string s;
+       DSPARK_RETURN_IF_ERROR(one_of(v, {"on", "off"}, &s));
+       c->governor = s == "on";
+       return Status::ok();
+     }},
 };
 
 }  // namespace

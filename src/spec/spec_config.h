@@ -31,6 +31,7 @@ struct SpecConfig {
   std::string schedule = "fixed";
   std::string copy = "auto";        // DSpark copy head: auto (as the config says) | on | off | only | first
   std::string quant = "auto";       // DSpark checkpoint: auto | none (as given) | int8 | int4 (runtime/draft_quant.h)
+  bool governor = true;             // per-round draft length from measured tokens per ms, 0 = plain (spec/governor.h)
 
   bool cost_schedule() const { return schedule == "cost" || schedule == "cost-static" || schedule == "cost-gated"; }
   bool operator==(const SpecConfig&) const = default;

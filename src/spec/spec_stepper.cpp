@@ -79,6 +79,12 @@ Result<std::unique_ptr<SpecStepper>> SpecStepper::create(const model::Model& mod
   s->reused_ = keep;
 
   s->res_.stats.resize(drafter ? params.gamma : 0);
+  if (drafter) {
+    // Sampled requests decide from constants when there is a table (spec/governor.h).
+    GovernorConfig g = params.governor;
+    g.deterministic = g.deterministic || gp.sampler.temperature > 0.0f;
+    s->gov_ = Governor(g, params.gamma);
+  }
   s->res_.out.prompt_tokens = (int64_t)prompt.size();
   return s;
 }
@@ -125,6 +131,7 @@ Status SpecStepper::finish_round(double verify_ms) {
   if (!in_round()) return Status::error("finish_round: the stepper is not in a round");
   ++res_.stats.target_calls;
   res_.stats.verify_ms += verify_ms;
+  round_verify_ms_ = verify_ms;
   return abandon(accept_phase());
 }
 
@@ -198,6 +205,7 @@ Status SpecStepper::round() {
   ++res_.stats.target_calls;
   const double ms = ms_since(t0);
   res_.stats.verify_ms += ms;
+  round_verify_ms_ = ms;
   if (drafter_) drafter_->observe_verify((int)window_.size(), ms);
   return accept_phase();
 }
@@ -210,12 +218,16 @@ Status SpecStepper::draft_phase() {
   draft_.clear();
   if (drafter_) {
     const int remaining = gp.max_tokens - (int)res_.out.tokens.size();
-    const int max_n =
+    const int room =
         (int)std::max<int64_t>(0, std::min<int64_t>({params_.gamma, remaining - 1, n_ctx - pos_ - 1}));
+    decision_ = gov_.decide(room);  // 0: a plain step (the drafter returns at once)
+    res_.stats.governor = gov_.stats();
+    const int max_n = decision_.cap;
     DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng()}, &draft_));
     if ((int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
   }
-  res_.stats.draft_ms += ms_since(t0);
+  round_draft_ms_ = ms_since(t0);
+  res_.stats.draft_ms += round_draft_ms_;
   // 2. The verify window [pending, drafts...]: one target forward with all-position logits and taps.
   window_.assign(1, pending_);
   window_.insert(window_.end(), draft_.tokens.begin(), draft_.tokens.end());
@@ -247,7 +259,8 @@ Status SpecStepper::accept_phase() {
   }
   if (drafter_) st.add_round(d, acc.n_accept);
   else ++st.rounds;
-  st.accept_ms += ms_since(t0);
+  const double accept_ms = ms_since(t0);
+  st.accept_ms += accept_ms;
 
   // 4. Emit accepted drafts, then the correction/bonus; stop inside the run when needed.
   bool stop = false;
@@ -265,7 +278,11 @@ Status SpecStepper::accept_phase() {
   pos_ += acc.n_accept + 1;
   pending_ = acc.next;
   DSPARK_CHECK(session_.kv().length() == pos_);  // target KV == committed tokens (pending excluded)
-  st.commit_ms += ms_since(t0);
+  const double commit_ms = ms_since(t0);
+  st.commit_ms += commit_ms;
+  if (drafter_)
+    gov_.observe({.cap = decision_.cap, .drafted = d, .accepted = acc.n_accept, .draft_ms = round_draft_ms_,
+                  .verify_ms = round_verify_ms_, .rest_ms = accept_ms + commit_ms});
   if (stop) finish_text();
   return Status::ok();
 }

@@ -73,9 +73,12 @@ class SpecStepper {
   model::ForwardOptions round_options() const { return {model::LogitsMode::kAll, hist_->tap_ids, argmax_only()}; }
   // T 0 reads only each row's argmax (accept_greedy): the exact greedy head may serve it.
   bool argmax_only() const { return params_.gen.sampler.temperature <= 0.0f && !params_.gen.full_lm_head; }
+  // `verify_ms`: this sequence's share of the forward (a batched forward is charged to its
+  // sequences by window rows), which the governor weighs against its tokens.
   Status finish_round(double verify_ms);
 
   int64_t reused_tokens() const { return reused_; }   // prompt tokens whose KV was kept
+  const Governor& governor() const { return gov_; }    // its estimates (--json); decisions are in result().stats
   const SpecResult& result() const { return res_; }
   SpecResult take_result() { return std::move(res_); }
 
@@ -117,6 +120,9 @@ class SpecStepper {
   std::chrono::steady_clock::time_point t_decode_{};
   DraftResult draft_;
   std::vector<int32_t> window_, argmax_rows_;
+  Governor gov_;                         // chooses each round's draft cap (spec/governor.h)
+  Governor::Decision decision_;          // of the round in flight
+  double round_draft_ms_ = 0, round_verify_ms_ = 0;
 };
 
 // Length of the longest common prefix of a and b.

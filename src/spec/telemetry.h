@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "spec/governor.h"
+
 namespace dspark::spec {
 
 struct SpecStats {
@@ -18,6 +20,7 @@ struct SpecStats {
   std::vector<int64_t> accept_hist;       // [gamma + 1] rounds with n_accept == k
   // Time attribution, milliseconds.
   double prefill_ms = 0, draft_ms = 0, verify_ms = 0, accept_ms = 0, commit_ms = 0;
+  GovernorStats governor;       // rounds by the governor's reason (plain vs drafting)
 
   int64_t rejected() const { return drafted - accepted; }
   double tau() const { return rounds ? (double)generated / rounds : 0; }  // generated tokens per round
@@ -49,6 +52,7 @@ struct SpecStats {
     for (size_t i = 0; i < o.accept_hist.size(); ++i) accept_hist[i] += o.accept_hist[i];
     prefill_ms += o.prefill_ms; draft_ms += o.draft_ms; verify_ms += o.verify_ms;
     accept_ms += o.accept_ms; commit_ms += o.commit_ms;
+    governor.merge(o.governor);
   }
 
   nlohmann::json to_json() const {
@@ -57,7 +61,8 @@ struct SpecStats {
             {"acceptance_rate", acceptance_rate()}, {"drafted_by_pos", drafted_by_pos},
             {"accepted_by_pos", accepted_by_pos}, {"accept_length_hist", accept_hist},
             {"time_ms", {{"prefill", prefill_ms}, {"draft", draft_ms}, {"verify", verify_ms},
-                         {"accept", accept_ms}, {"commit", commit_ms}}}};
+                         {"accept", accept_ms}, {"commit", commit_ms}}},
+            {"governor", governor.to_json()}};
   }
 };
 

@@ -59,7 +59,7 @@ Result<DrafterBundle> mount_drafter(spec::SpecConfig c, int64_t n_ctx, const Loa
   DrafterRuntime rt{.n_ctx = n_ctx, .verify_ms = {}};
   auto b = make_drafter(c, rt, target, pool);
   if (!b) return b.status();
-  if (c.cost_schedule()) {
+  if (c.cost_schedule() || c.governor) {  // both start from the target's verify-cost table
     rt.verify_ms = measure_verify_ms(*target.model, b->gamma + 1, pool);
     b = make_drafter(c, rt, target, pool);
     if (!b) return b.status();

@@ -115,7 +115,7 @@ int verb_generate(int argc, char** argv) {
   if (want) {
     auto bundle = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &mounted, nullptr, verbose);
     if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
-    spec::SpecParams sp{params, bundle->gamma};
+    spec::SpecParams sp{params, bundle->gamma, bundle->governor};
     auto r = spec::generate_spec(*lm->model, session, *lm->tok, ids, sp, *bundle->drafter, on_text);
     if (!r) { std::fprintf(stderr, "\ndspark generate: %s\n", r.message().c_str()); return 1; }
     stats = r->stats;

@@ -171,6 +171,7 @@ int verb_serve(int argc, char** argv) {
   // Drafter: one per slot. DSpark weights are loaded once and shared; other kinds are cheap or mmap.
   serve::DrafterInfo dinfo;
   int max_gamma = 0;
+  spec::GovernorConfig governor;
   serve::DrafterFactory factory;
   if (const std::optional<spec::SpecConfig> want = effective_spec(spec_flags, lm->path, /*fallback_ngram=*/true)) {
     spec::SpecConfig dopt;
@@ -180,6 +181,7 @@ int verb_serve(int argc, char** argv) {
     const DrafterRuntime rt{.n_ctx = n_ctx, .verify_ms = verify_ms};
     dinfo = {first->kind, dopt.model, first->gamma, dopt.threshold};
     max_gamma = std::max(first->gamma, first->drafter->max_draft());
+    governor = first->governor;
     auto proto = std::make_shared<DrafterBundle>(std::move(first).value());
     auto used = std::make_shared<bool>(false);
     const LoadedModel* target = &*lm;
@@ -226,6 +228,7 @@ int verb_serve(int argc, char** argv) {
                             .has_drafter = !dinfo.kind.empty(),
                             .default_gamma = dinfo.gamma,
                             .max_gamma = max_gamma,
+                            .governor = governor,
                             .chat = lm->chat};
   serve::HttpOptions hopt{.host = host,
                           .port = (int)port,

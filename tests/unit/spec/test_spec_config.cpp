@@ -15,6 +15,7 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   c.schedule = "cost";
   c.copy = "only";
   c.quant = "none";
+  c.governor = false;
   std::string text;
   for (const SpecKey& k : spec_keys()) {
     if (!text.empty()) text += ",";
@@ -25,7 +26,7 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   auto back = parse_spec(text);
   ASSERT_TRUE(back) << back.message();
   EXPECT_EQ(*back, c);
-  EXPECT_EQ(spec_keys().size(), 7u);
+  EXPECT_EQ(spec_keys().size(), 8u);
   for (const char* sched : {"fixed", "cost", "cost-static", "cost-gated"}) {
     std::string text = "draft-model=m,draft-schedule=";
     text.append(sched);
@@ -42,6 +43,7 @@ TEST(SpecConfig, DefaultsAndBase) {
   EXPECT_EQ(c->kind, "auto");
   EXPECT_EQ(c->gamma, 0);
   EXPECT_EQ(c->schedule, "fixed");
+  EXPECT_TRUE(c->governor);  // every drafter goes through the governor unless told otherwise
   SpecConfig base;
   base.quant = "none";
   c = parse_spec("draft-kind=ngram", base);
@@ -56,6 +58,7 @@ TEST(SpecConfig, ErrorsNameTheKey) {
       {"draft-threshold=-0.1", "draft-threshold"}, {"draft-schedule=slow", "draft-schedule"},
       {"draft-copy=yes", "draft-copy"},            {"draft-quant=q4", "draft-quant"},
       {"draft-kind=a b", "draft-kind"},            {"draft-model=", "draft-model"},
+      {"draft-governor=maybe", "draft-governor"},
       {"bogus=1", "unknown key 'bogus'"},          {"draft-kind=ngram,draft-kind=ngram", "twice"},
   };
   for (const auto& [text, needle] : cases) {

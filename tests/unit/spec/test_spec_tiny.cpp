@@ -60,23 +60,44 @@ TEST_F(SpecTiny, GreedyIsLosslessForEveryDrafterAndGamma) {
   const int n = 40;
   const auto want = serial(prompt, n);
   for (int gamma : {1, 2, 3, 5, 7}) {
-    spec::NgramDrafter ngram;
-    spec::ModelDrafter self(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
-    spec::ModelDrafter other(*other_, {.n_ctx = 256, .max_batch = 64}, &pool_);
-    testing::RandomDrafter random(0, kVocab, 77);
-    for (spec::Drafter* d : std::vector<spec::Drafter*>{&ngram, &self, &other, &random}) {
-      model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
-      spec::SpecParams sp;
-      sp.gen.max_tokens = n;
-      sp.gen.ignore_eos = true;
-      sp.gamma = gamma;
-      auto r = spec::generate_spec(*target_, s, *tok_, prompt, sp, *d, {});
-      ASSERT_TRUE(r.is_ok()) << r.message();
-      EXPECT_EQ(r->out.tokens, want) << d->kind() << " gamma " << gamma;
-      EXPECT_EQ(r->stats.generated, n);
-      EXPECT_EQ(s.n_past(), (int64_t)prompt.size() - 1 + r->stats.rounds + r->stats.accepted);
-      if (d == &self) {
-        EXPECT_EQ(r->stats.accepted, r->stats.drafted) << "self-draft must accept every token";
+    for (bool governed : {false, true}) {
+      spec::NgramDrafter ngram;
+      spec::ModelDrafter self(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
+      spec::ModelDrafter other(*other_, {.n_ctx = 256, .max_batch = 64}, &pool_);
+      testing::RandomDrafter random(0, kVocab, 77);
+      for (spec::Drafter* d : std::vector<spec::Drafter*>{&ngram, &self, &other, &random}) {
+        model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
+        spec::SpecParams sp;
+        sp.gen.max_tokens = n;
+        sp.gen.ignore_eos = true;
+        sp.gamma = gamma;
+        // Governed: deciding from a verify table (0.5 per extra token) where a drafter that accepts
+        // nothing loses (plain rounds, with probes) and the self-drafter wins every round.
+        sp.governor = {.enabled = governed, .verify_ms = {0, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5}, .deterministic = true,
+                       .warmup_rounds = 1};
+        auto r = spec::generate_spec(*target_, s, *tok_, prompt, sp, *d, {});
+        ASSERT_TRUE(r.is_ok()) << r.message();
+        EXPECT_EQ(r->out.tokens, want) << d->kind() << " gamma " << gamma << (governed ? " governed" : "");
+        const spec::GovernorStats& g = r->stats.governor;
+        EXPECT_EQ(g.plain_rounds + g.drafting_rounds, r->stats.rounds);
+        if (governed) {
+          EXPECT_EQ(g.rounds[(size_t)spec::GovernorReason::kOff], 0);
+          if (d == &random) {
+            EXPECT_GT(g.rounds[(size_t)spec::GovernorReason::kPlain], 0) << "gamma " << gamma;
+            EXPECT_GT(g.rounds[(size_t)spec::GovernorReason::kProbeDraft], 0) << "gamma " << gamma;
+          }
+          if (d == &self) {
+            EXPECT_EQ(g.drafting_rounds + g.rounds[(size_t)spec::GovernorReason::kLimit], r->stats.rounds);
+          }
+        } else {
+          EXPECT_EQ(g.rounds[(size_t)spec::GovernorReason::kOff] + g.rounds[(size_t)spec::GovernorReason::kLimit],
+                    r->stats.rounds);
+        }
+        EXPECT_EQ(r->stats.generated, n);
+        EXPECT_EQ(s.n_past(), (int64_t)prompt.size() - 1 + r->stats.rounds + r->stats.accepted);
+        if (d == &self) {
+          EXPECT_EQ(r->stats.accepted, r->stats.drafted) << "self-draft must accept every token";
+        }
       }
     }
   }
@@ -103,8 +124,13 @@ TEST_F(SpecTiny, DraftModelVocabularyMustMatch) {
 }
 
 // Chi-square of the first two emitted tokens against the target's exact distribution, with a
-// drafter (another model) whose proposals disagree with the target most of the time.
-TEST_F(SpecTiny, SamplingFollowsTargetDistribution) {
+// drafter (another model) whose proposals disagree with the target most of the time. Governed: a
+// governor deciding from constants (a verify table, as sampled requests do) that takes the first
+// round plain and drafts the second, so the decisions vary with the sampled history.
+class SpecTinySampling : public SpecTiny, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(SpecTinySampling, FollowsTargetDistribution) {
+  const bool governed = GetParam();
   const std::vector<int32_t> prompt = {2, 50, 51};
   const float temp = 1.0f;
   // Target distribution of the first token and of the second given the first.
@@ -120,22 +146,27 @@ TEST_F(SpecTiny, SamplingFollowsTargetDistribution) {
   const int runs = 3000;
   std::map<int32_t, int> first;
   std::map<int32_t, std::map<int32_t, int>> second;
-  int64_t drafted = 0, accepted = 0;
+  int64_t drafted = 0, accepted = 0, plain_rounds = 0;
   for (int r = 0; r < runs; ++r) {
     spec::ModelDrafter other(*other_, {.n_ctx = 64, .max_batch = 64}, &pool_);
     model::Session s(*target_, {.n_ctx = 64, .max_batch = 64}, &pool_);
     spec::SpecParams sp;
-    sp.gen.max_tokens = 2;
+    sp.gen.max_tokens = governed ? 3 : 2;  // governed: round 2 has room for a draft
     sp.gen.ignore_eos = true;
     sp.gen.sampler = {.temperature = temp, .seed = (uint64_t)r + 1};
     sp.gamma = 3;
+    if (governed) sp.governor = {.enabled = true, .verify_ms = {0, 1, 1.1, 1.2, 1.3}, .warmup_rounds = 0};
     auto res = spec::generate_spec(*target_, s, *tok_, prompt, sp, other, {});
     ASSERT_TRUE(res.is_ok()) << res.message();
-    ASSERT_EQ(res->out.tokens.size(), 2u);
+    ASSERT_EQ((int)res->out.tokens.size(), sp.gen.max_tokens);
     first[res->out.tokens[0]]++;
     second[res->out.tokens[0]][res->out.tokens[1]]++;
     drafted += res->stats.drafted;
     accepted += res->stats.accepted;
+    plain_rounds += res->stats.governor.rounds[(size_t)spec::GovernorReason::kPlain];
+  }
+  if (governed) {
+    EXPECT_GE(plain_rounds, runs);  // every run's first round was plain
   }
   auto chi2_test = [](const std::map<int32_t, double>& p, const std::map<int32_t, int>& counts, int n) {
     // Bins with expected count >= 5; the rest pooled.
@@ -164,6 +195,9 @@ TEST_F(SpecTiny, SamplingFollowsTargetDistribution) {
               rate, (long long)drafted, chi1, dof1, chi2, dof2);
   EXPECT_LT(rate, 0.6);  // the drafter must disagree often for the test to mean something
 }
+
+INSTANTIATE_TEST_SUITE_P(SpecTiny, SpecTinySampling, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Governed" : "Free"; });
 
 }  // namespace
 }  // namespace dspark

@@ -21,6 +21,7 @@ constexpr int64_t kH = 16, kHeads = 2, kHd = 16, kI = 24, kV = 40, kTargetLayers
 // FD step and tolerance: f32 activations give ~1e-7 relative loss noise, so with eps 1e-3 the
 // numeric gradient carries ~1e-4 absolute error.
 constexpr float kFdEps = 1e-3f;
+constexpr float kFdEpsCoarse = 1e-2f;  // when the fine difference is lost in rounding (check_gradients)
 constexpr float kFdAbsTol = 2e-3f, kFdRelTol = 5e-2f;
 // Training forward (f32 GEMM) vs serving forward (its own kernels, same bf16-rounded weights).
 constexpr float kServeTol = 2e-4f;
@@ -148,14 +149,26 @@ void check_gradients(int64_t n_layers, int64_t rank, int64_t gamma, int lookup =
     for (int t = 0; t < 4; ++t) {
       const size_t i = (size_t)(pick.next() % q->w.size());
       const float w0 = q->w[i];
-      q->w[i] = w0 + kFdEps;
-      const double lp = loss_of(*f, cstar, lw);
-      q->w[i] = w0 - kFdEps;
-      const double lm = loss_of(*f, cstar, lw);
-      q->w[i] = w0;
-      const double num = (lp - lm) / (2.0 * kFdEps);
+      auto central = [&](float eps) {
+        q->w[i] = w0 + eps;
+        const double lp = loss_of(*f, cstar, lw);
+        q->w[i] = w0 - eps;
+        const double lm = loss_of(*f, cstar, lw);
+        q->w[i] = w0;
+        return (lp - lm) / (2.0 * eps);
+      };
+      const double num = central(kFdEps);
       const double ana = q->g[i];
-      EXPECT_NEAR(ana, num, kFdAbsTol + kFdRelTol * std::fabs(num)) << q->name << "[" << i << "]";
+      if (std::fabs(ana - num) <= kFdAbsTol + kFdRelTol * std::fabs(num)) {
+        ++checked;
+        continue;
+      }
+      // A large loss leaves eps = 1e-3 in the loss's rounding noise (Intel Xeon, 2026-12-06: this
+      // mix's loss is 67, and down_proj[199] gave central differences of -0.0019 at eps 1e-3,
+      // -0.0047 at 3e-3, -0.0042 at 1e-2 to 1e-1, analytic -0.0043): a second, coarser difference.
+      const double coarse = central(kFdEpsCoarse);
+      EXPECT_NEAR(ana, coarse, kFdAbsTol + kFdRelTol * std::fabs(coarse))
+          << q->name << "[" << i << "] (at eps " << kFdEps << ": " << num << ")";
       ++checked;
     }
   }
