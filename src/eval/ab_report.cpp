@@ -48,6 +48,15 @@ ArmSummary summarize_subset(const std::vector<PromptRecord>& records, const std:
   return summarize(sub);
 }
 
+nlohmann::json per_category_json(const AbComparison& c, double level) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [name, st] : c.per_category)
+    out.push_back({{"category", name}, {"n_prompts", st.n_prompts}, {"speed_ratio", interval_json(st.speed_ratio, level)},
+                   {"decode_speed_ratio", st.decode_speed_ratio ? interval_json(*st.decode_speed_ratio, level)
+                                                                : nlohmann::json(nullptr)}});
+  return out;
+}
+
 bool AbReport::pass() const {
   return std::all_of(comparisons.begin(), comparisons.end(), [](const AbComparison& c) { return c.verdict.pass; });
 }
@@ -64,6 +73,19 @@ Status compare_arms(AbReport& report) {
     if (!stats) return stats.status();
     c.stats = std::move(stats).value();
     c.verdict = decide(c.stats, c.compare_acceptance, report.settings.rule);
+    const auto cats = by_category(report);
+    if (cats.size() > 1) {
+      for (const auto& [name, idx] : cats) {
+        std::vector<PromptRecord> a, b;
+        for (size_t i : idx) {
+          a.push_back(report.records[0][i]);
+          b.push_back(report.records[k][i]);
+        }
+        auto cs = paired_bootstrap(a, b, c.compare_acceptance, report.settings.bootstrap);
+        if (!cs) return cs.status();
+        c.per_category.emplace_back(name, std::move(cs).value());
+      }
+    }
     if (report.settings.sampler.temperature == 0 && k < report.identical.size())
       c.identical = std::count(report.identical[k].begin(), report.identical[k].end(), 1);
     report.comparisons.push_back(std::move(c));
@@ -85,7 +107,8 @@ nlohmann::json to_json(const AbReport& r) {
                     {"accepted", sum.accepted}, {"rounds", sum.rounds}, {"acceptance_by_pos", by_pos},
                     {"drafted_by_pos", sum.drafted_by_pos}, {"accepted_by_pos", sum.accepted_by_pos},
                     {"drafter_stats", r.arms[k].drafter_stats.is_null() ? nlohmann::json::object()
-                                                                         : r.arms[k].drafter_stats}});
+                                                                         : r.arms[k].drafter_stats},
+                    {"governor", r.arms[k].governor.to_json()}});
   }
   nlohmann::json comps = nlohmann::json::array();
   for (const AbComparison& c : r.comparisons) {
@@ -97,6 +120,7 @@ nlohmann::json to_json(const AbReport& r) {
          {"decode_speed_ratio", c.stats.decode_speed_ratio ? interval_json(*c.stats.decode_speed_ratio, s.bootstrap.level)
                                                            : nlohmann::json(nullptr)},
          {"identical_outputs", c.identical ? nlohmann::json(*c.identical) : nlohmann::json(nullptr)},
+         {"per_category", per_category_json(c, s.bootstrap.level)},
          {"verdict", {{"pass", c.verdict.pass}, {"acceptance_checked", c.verdict.acceptance_checked},
                       {"reason", c.verdict.reason}}}});
   }
@@ -190,10 +214,26 @@ std::string to_markdown(const AbReport& r) {
       for (size_t i = 0; i < max_gamma; ++i) md.append(" ").append(i < by_pos.size() ? pct(by_pos[i]) : "").append(" |");
       md += "\n";
     }
+    md += "\ndraft-length governor: rounds by reason (plain: drafted nothing by decision)\n\n| arm | plain | drafting |";
+    std::string rule2 = "|---|---|---|";
+    for (size_t i = 0; i < (size_t)spec::GovernorReason::kCount; ++i) {
+      md.append(" ").append(spec::governor_reason_name((spec::GovernorReason)i)).append(" |");
+      rule2 += "---|";
+    }
+    md += "\n" + rule2 + "\n";
+    for (size_t k = 0; k < r.arms.size(); ++k) {
+      if (r.arms[k].spec.serial) continue;
+      const spec::GovernorStats& g = r.arms[k].governor;
+      md += "| " + cell(r.arms[k].spec.name) + " | " + std::to_string(g.plain_rounds) + " | " +
+            std::to_string(g.drafting_rounds) + " |";
+      for (int64_t n : g.rounds) md.append(" ").append(std::to_string(n)).append(" |");
+      md += "\n";
+    }
   }
   const auto cats = by_category(r);
   if (cats.size() > 1 && r.arms.size() > 1) {
-    md += "\nper category: speed ratio to " + cell(r.arms[0].spec.name) + " (aggregate tokens / time) and tau\n\n"
+    md += "\nper category: speed ratio to " + cell(r.arms[0].spec.name) +
+          " (aggregate tokens / time) [paired bootstrap CI of the same, whole call] and tau\n\n"
           "| category | prompts |";
     std::string rule = "|---|---|";
     for (size_t k = 1; k < r.arms.size(); ++k) {
@@ -201,12 +241,19 @@ std::string to_markdown(const AbReport& r) {
       rule += "---|";
     }
     md.append("\n").append(rule).append("\n");
-    for (const auto& [name, idx] : cats) {
+    for (size_t ci = 0; ci < cats.size(); ++ci) {
+      const auto& [name, idx] = cats[ci];
       const double base = summarize_subset(r.records[0], idx).tok_s();
       md.append("| ").append(cell(name)).append(" | ").append(std::to_string(idx.size())).append(" |");
       for (size_t k = 1; k < r.arms.size(); ++k) {
         const ArmSummary a = summarize_subset(r.records[k], idx);
-        md.append(" ").append(fmt("%.2fx", base > 0 ? a.tok_s() / base : 0.0)).append(" (tau ");
+        md.append(" ").append(fmt("%.2fx", base > 0 ? a.tok_s() / base : 0.0));
+        for (const AbComparison& c : r.comparisons)
+          if (c.arm == k && ci < c.per_category.size()) {
+            const Interval& iv = c.per_category[ci].second.speed_ratio;
+            md.append(" [").append(fmt("%.2f", iv.lo)).append(", ").append(fmt("%.2f", iv.hi)).append("]");
+          }
+        md.append(" (tau ");
         md.append(fmt("%.2f", a.tau())).append(") |");
       }
       md += "\n";

@@ -12,6 +12,7 @@
 #include "sample/sampler.h"
 #include "eval/ab_arm.h"
 #include "eval/ab_stats.h"
+#include "spec/governor.h"
 
 namespace dspark::eval {
 
@@ -29,6 +30,7 @@ struct AbArm {
   std::string kind = "serial";  // resolved drafter kind
   int gamma = 0;                // effective draft length (0 for serial)
   nlohmann::json drafter_stats = nlohmann::json::object();  // the drafter's own counters over the whole run (Drafter::stats)
+  spec::GovernorStats governor;  // its rounds by the draft-length governor's reason, over the whole run
 };
 
 struct AbPrompt {
@@ -42,6 +44,8 @@ struct AbComparison {
   PairedStats stats;
   Verdict verdict;
   std::optional<int64_t> identical;  // temperature 0: prompts whose outputs equal arm 0's
+  // The same paired bootstrap within each prompt category, in by_category order.
+  std::vector<std::pair<std::string, PairedStats>> per_category;
 };
 
 struct AbReport {

@@ -194,6 +194,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
           return 1;
         }
         add_run(report.records[k][i], *run);
+        if (run->speculative) report.arms[k].governor.merge(run->stats.governor);
         if (r == 0) first_out[k] = std::move(run->tokens);
         bar.update(++done);
       }

@@ -33,8 +33,8 @@ void Governor::Ema::add(double x, double alpha) {
 Governor::Governor(const GovernorConfig& cfg, int gamma) : cfg_(cfg), gamma_(std::max(gamma, 0)) {
   if (cfg_.verify_ms.size() < 2) cfg_.deterministic = false;  // constants need a table
   v_.resize((size_t)gamma_ + 2);
-  tok_.resize((size_t)gamma_ + 1);
-  cost_.resize((size_t)gamma_ + 1);
+  acc_.resize((size_t)gamma_ + 1);
+  len_.resize((size_t)gamma_ + 1);
 }
 
 double Governor::table_cost(int n) const {
@@ -75,13 +75,37 @@ double Governor::plain_rate() const {
 }
 
 double Governor::draft_rate(int L) const {
-  if (L < 1 || L > gamma_ || tok_[(size_t)L].n == 0 || cost_[(size_t)L].v <= 0) return 0;
-  return tok_[(size_t)L].v / cost_[(size_t)L].v;
+  if (L < 1 || L > gamma_ || drafting_obs_ == 0) return 0;
+  // Slot i's estimate: its own average, drawn towards slot i-1's while it has few samples (a slot
+  // rarely reached is neither written off nor trusted on one round).
+  auto shrunk = [](const Ema& e, double prior) {
+    constexpr int kPriorWeight = 2;
+    return e.n >= kPriorWeight ? e.v : (e.v * (double)e.n + prior * (kPriorWeight - e.n)) / kPriorWeight;
+  };
+  double a_prev = 1.0, b_prev = 1.0;   // priors of slot 1: none (its own data decides)
+  double p_acc = 1.0, p_len = 1.0;     // P(slots 1..i drafted and accepted), P(d >= i)
+  double tokens = 1.0, window = 0.0;   // E[tokens], E[V(1 + min(d, L))]
+  for (int i = 1; i <= L; ++i) {
+    const double a = i == 1 && acc_[1].n > 0 ? acc_[1].v : shrunk(acc_[(size_t)i], a_prev);
+    const double b = i == 1 && len_[1].n > 0 ? len_[1].v : shrunk(len_[(size_t)i], b_prev);
+    p_acc *= a;
+    tokens += p_acc;
+    window += p_len * (1.0 - b) * verify_cost(i);  // d == i - 1
+    p_len *= b;
+    a_prev = a;
+    b_prev = b;
+  }
+  window += p_len * verify_cost(L + 1);  // d >= L: the window holds L drafts
+  const double cost = (cfg_.deterministic ? cfg_.draft_ms : draft_.v) + window + (cfg_.deterministic ? 0.0 : rest_.v);
+  return cost > 0 ? tokens / cost : 0;
 }
 
 int Governor::best(int max_n) const {
   int b = 0;
-  double r = plain_rate();
+  // Hysteresis: drafting keeps observing both sides (plain costs from rounds that draft nothing,
+  // plain probes), plain decoding sees drafting only through probes; so leaving drafting takes a
+  // clear margin.
+  double r = plain_rate() * (drafting_mode_ ? 1.0 - cfg_.switch_margin : 1.0);
   for (int L = 1; L <= std::min(max_n, gamma_); ++L)
     if (const double x = draft_rate(L); x > r) {
       r = x;
@@ -103,7 +127,13 @@ Governor::Decision Governor::decide(int max_n) {
     d = {max_n, GovernorReason::kWarmup};
   } else {
     const int b = best(max_n);
-    const bool plain_stale = !cfg_.deterministic && (plain_.n == 0 || round_ - last_plain_obs_ > cfg_.plain_refresh_rounds);
+    // c0 is refreshed by a plain round when it has no estimate at all, or when it is old and close
+    // enough to the best draft rate to matter (a plain round costs a drafter that wins big a lot).
+    const bool plain_stale =
+        !cfg_.deterministic &&
+        (plain_cost() <= 0 || (plain_.n == 0 && cfg_.verify_ms.size() < 2) ||
+         (round_ - last_plain_obs_ > cfg_.plain_refresh_rounds &&
+          draft_rate(b) < plain_rate() * (1.0 + cfg_.plain_refresh_band)));
     if (b > 0 && plain_stale) {
       d = {0, GovernorReason::kProbePlain};
     } else if (b == 0) {
@@ -116,7 +146,9 @@ Governor::Decision Governor::decide(int max_n) {
       } else {
         d = {0, GovernorReason::kPlain};
       }
+      drafting_mode_ = false;
     } else {
+      drafting_mode_ = true;
       plain_run_ = 0;
       backoff_ = 1;
       if (b < max_n && ++since_full_ >= cfg_.refresh_rounds) {
@@ -154,12 +186,13 @@ void Governor::observe(const RoundObservation& o) {
   }
   ++drafting_obs_;
   rest_.add(o.rest_ms, a);
-  for (int L = 1; L <= std::min(o.cap, gamma_); ++L) {
-    const int w = 1 + std::min(d, L);
-    const double cost = cfg_.deterministic ? cfg_.draft_ms + table_cost(w)
-                                           : o.draft_ms + (w == d + 1 ? o.verify_ms : verify_cost(w)) + o.rest_ms;
-    tok_[(size_t)L].add(std::min(acc, L) + 1, a);
-    cost_[(size_t)L].add(cost, a);
+  draft_.add(o.draft_ms, a);
+  const double aa = cfg_.alpha_accept;
+  // Per slot i <= cap: was it drafted, given slot i-1 was; was it drafted and accepted, given
+  // slots 1..i-1 were (what a round cut to any cap L would have given: exact at T 0).
+  for (int i = 1; i <= std::min(o.cap, gamma_); ++i) {
+    if (d >= i - 1) len_[(size_t)i].add(d >= i ? 1.0 : 0.0, aa);
+    if (acc >= i - 1) acc_[(size_t)i].add(acc >= i ? 1.0 : 0.0, aa);
   }
 }
 

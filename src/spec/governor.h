@@ -9,17 +9,20 @@
 //                         commit; from plain rounds and from drafting rounds that proposed nothing,
 //                         whose draft time is left out)
 //   verify cost  V(n)   = ms of a target forward over n tokens (the window), by n
-//   per cap L = 1..γ, from every drafting round whose cap was >= L, what the round would have
-//   given with the draft cut to L tokens (exact for the accepted prefix at T 0, and for the
-//   acceptance of each slot at T > 0):
-//       tokens_L = min(accepted, L) + 1,  cost_L = draft ms + V(1 + min(drafted, L)) + rest ms
-// and picks argmax over {1 / c0} ∪ {E[tokens_L] / E[cost_L]} (exponential moving averages, so a
-// request whose text changes is followed). Exploration is cheap and bounded: while plain wins, a
+//   per slot i, from every drafting round whose cap reached it:
+//       a_i = P(slot i drafted and accepted | slots 1..i-1 were)
+//       b_i = P(slot i drafted | slot i-1 was)          (the drafter may propose fewer than the cap)
+//   (what a round cut to any cap L would have given: exact for the accepted prefix at T 0); a slot
+//   with few samples leans on the slot before it.
+// A cap L is then worth
+//       E[tokens_L] = 1 + Σ_{i<=L} Π_{j<=i} a_j,   E[cost_L] = draft ms + E[V(1 + min(d, L))] + rest ms
+// and the governor picks argmax over {1 / c0} ∪ {E[tokens_L] / E[cost_L]} (exponential moving
+// averages, so a request whose text changes is followed). Exploration is cheap and bounded: while plain wins, a
 // probe drafts after 1, 2, 4, .. max_backoff plain rounds (after 1 again when a probe beat plain
 // decoding), one token long at first and twice as long after each probe whose every token was
 // accepted; while a short cap wins, a
 // full-length draft refreshes the longer caps every refresh_rounds rounds; a plain round refreshes
-// c0 when none was seen for plain_refresh_rounds rounds.
+// c0 when none was seen for plain_refresh_rounds rounds and drafting is not far ahead.
 //
 // Priors: a verify-cost table (measured at start-up or given) fills V(n) for window sizes not yet
 // seen, scaled by how the measured windows compare with it. Sampled requests with a table decide
@@ -59,8 +62,11 @@ struct GovernorConfig {
   int warmup_rounds = 2;          // drafting rounds at full length before the first comparison
   int max_backoff = 16;           // at most this many plain rounds between two draft probes
   int refresh_rounds = 16;        // a full-length probe this often while a shorter cap wins
-  int plain_refresh_rounds = 32;  // a plain probe when c0 was last seen this many rounds ago
-  double alpha = 0.2;             // moving-average weight of a new observation (1/n while n < 1/alpha)
+  int plain_refresh_rounds = 32;  // a plain probe when c0 was last seen this many rounds ago ...
+  double plain_refresh_band = 0.3;  // ... and the best draft rate is within this of the plain rate
+  double alpha = 0.2;             // moving-average weight of a new cost (1/n while n < 1/alpha)
+  double alpha_accept = 0.1;      // the same for the per-slot acceptance (noisier: one bit a round)
+  double switch_margin = 0.05;    // drafting -> plain only when plain is estimated this much faster
 };
 
 // One finished round, as the stepper saw it.
@@ -122,10 +128,13 @@ class Governor {
   GovernorStats stats_;
   Ema plain_, rest_, scale_;
   std::vector<Ema> v_;             // [gamma + 2] measured V(n)
-  std::vector<Ema> tok_, cost_;    // [gamma + 1] per cap L
+  Ema draft_;                      // drafter ms per drafting round
+  std::vector<Ema> acc_;           // [gamma + 1] slot i drafted and accepted | slots < i were (index 0 unused)
+  std::vector<Ema> len_;           // [gamma + 1] slot i drafted | slot i - 1 was
   int64_t round_ = 0, drafting_obs_ = 0, last_plain_obs_ = 0;
   int plain_run_ = 0, backoff_ = 1, since_full_ = 0, probe_len_ = 1;
   bool probe_from_plain_ = false;  // it was a probe while plain decoding wins
+  bool drafting_mode_ = true;      // the last choice (not a probe) was to draft
 };
 
 }  // namespace dspark::spec
