@@ -39,7 +39,7 @@ struct DrafterBundle {
   int gamma = 0;                  // effective gamma (clamped to the drafter's block size)
   std::unique_ptr<LoadedModel> draft_model;
   std::unique_ptr<spec::Drafter> drafter;
-  spec::GovernorConfig governor;  // what SpecParams::governor should be for this drafter
+  spec::GovernorConfig governor = {};  // what SpecParams::governor should be for this drafter
 };
 
 // Detects "dspark" / "draft-model" from a path; error if neither.

@@ -130,7 +130,7 @@ void HttpListener::run() {
       lk.unlock();
       const std::string body = error_body_(503, "too many open connections; retry later");
       send_all(fd, status_line(1, 503) + "Content-Type: application/json\r\nContent-Length: " +
-                       std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+                       std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body);
       logger_(nullptr, 503, body.size());
       ::close(fd);
       continue;
@@ -175,7 +175,7 @@ void HttpListener::serve_connection(int fd) {
         if (n == 0 && !buf.empty()) {  // a request that stopped arriving
           const std::string body = error_body_(408, "the request did not arrive in time");
           send_all(fd, status_line(1, 408) + "Content-Type: application/json\r\nContent-Length: " +
-                           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+                           std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body);
           logger_(nullptr, 408, body.size());
         }
         break;

@@ -1,5 +1,7 @@
 #include "serve/http_parse.h"
 
+#include <algorithm>
+
 #include <cctype>
 
 namespace dspark::serve {
@@ -77,6 +79,10 @@ ParseResult parse_http_request(std::string_view buf, const HttpLimits& limits, H
   while (start + 1 < buf.size() && buf[start] == '\r' && buf[start + 1] == '\n') start += 2;
   const std::string_view rest = buf.substr(start);
   const size_t head_end = rest.find("\r\n\r\n");
+  // A line ended by a bare LF (no CR) never completes a head: answer it now instead of at the timeout.
+  const std::string_view seen = rest.substr(0, head_end == std::string_view::npos ? rest.size() : head_end + 2);
+  for (size_t i = seen.find('\n'); i != std::string_view::npos; i = seen.find('\n', i + 1))
+    if (i == 0 || seen[i - 1] != '\r') return fail(400, "a header line ends in a bare LF (CRLF required)");
   if (head_end == std::string_view::npos) {
     if (rest.size() > limits.max_head_bytes) {
       if (rest.find("\r\n") == std::string_view::npos)
@@ -148,6 +154,8 @@ ParseResult parse_http_request(std::string_view buf, const HttpLimits& limits, H
     }
   }
   if (out->minor == 1 && !out->has_header("host")) return fail(400, "Host: missing (required in HTTP/1.1)");
+  if (std::count_if(out->headers.begin(), out->headers.end(), [](const auto& h) { return h.first == "host"; }) > 1)
+    return fail(400, "Host: given more than once");
   if (out->has_header("transfer-encoding")) {
     if (have_length) return fail(400, "Transfer-Encoding and Content-Length together");
     return fail(411, "request bodies must be sent with Content-Length (Transfer-Encoding is not supported)");

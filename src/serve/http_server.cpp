@@ -24,6 +24,8 @@ HttpReply error_reply(const ApiError& e) {
   HttpReply r;
   r.status = e.status;
   r.body = error_json(e);
+  // A busy (429) or draining / overloaded (503) server tells the client when to come back.
+  if (e.status == 429 || e.status == 503) r.headers.emplace_back("Retry-After", "1");
   return r;
 }
 
@@ -211,9 +213,12 @@ HttpReply HttpServer::route(const HttpRequest& req, HttpConn& conn) {
       return r;
     }
     const bool open = req.path == "/" || req.path == "/health";
-    if (!open && !authorized(req.header("authorization"), opt_.api_key))
-      return error_reply({401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'", "invalid_request_error",
-                          "", "invalid_api_key"});
+    if (!open && !authorized(req.header("authorization"), opt_.api_key)) {
+      HttpReply r = error_reply({401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'",
+                                 "invalid_request_error", "", "invalid_api_key"});
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return r;
+    }
 
     if (req.path == "/health")
       return draining_ ? json_reply({{"status", "shutting down"}}, 503) : json_reply({{"status", "ok"}});

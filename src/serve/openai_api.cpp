@@ -308,6 +308,8 @@ ApiResult<GenRequest> parse_request(Endpoint ep, std::string_view body) {
       return bad_request("messages: missing", "messages", "missing_field");
     if (ep == Endpoint::kCompletion && r.prompt.empty() && r.prompt_tokens.empty())
       return bad_request("prompt: missing", "prompt", "missing_field");
+    if (!r.stream && j.contains("stream_options") && !j["stream_options"].is_null())
+      return bad_request("stream_options: only allowed when stream is true", "stream_options", "invalid_value");
     return r;
   } catch (const std::exception& e) {  // a JSON access we did not guard: still the request's fault
     return bad_request(std::string("invalid request: ") + strip_json_exception_prefix(e.what()), "", "invalid_value");

@@ -111,6 +111,11 @@ int Governor::best(int max_n) const {
       r = x;
       b = L;
     }
+  // Among caps nearly as good as the best, the longest: the drafter decides its own length within
+  // the cap, and the estimates of the longer slots are the noisier ones.
+  if (b > 0)
+    for (int L = std::min(max_n, gamma_); L > b; --L)
+      if (draft_rate(L) >= r * (1.0 - cfg_.cap_margin)) return L;
   return b;
 }
 

@@ -12,7 +12,7 @@ namespace dspark::spec {
 struct SpecParams {
   generate::GenerateParams gen;  // max tokens, stop strings, sampler (temperature 0 = greedy)
   int gamma = 5;                 // proposal length cap per round
-  GovernorConfig governor;       // per-round draft length (spec/governor.h); off: always up to gamma
+  GovernorConfig governor = {};  // per-round draft length (spec/governor.h); off: always up to gamma
 };
 
 struct SpecResult {

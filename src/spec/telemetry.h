@@ -20,7 +20,7 @@ struct SpecStats {
   std::vector<int64_t> accept_hist;       // [gamma + 1] rounds with n_accept == k
   // Time attribution, milliseconds.
   double prefill_ms = 0, draft_ms = 0, verify_ms = 0, accept_ms = 0, commit_ms = 0;
-  GovernorStats governor;       // rounds by the governor's reason (plain vs drafting)
+  GovernorStats governor = {};  // rounds by the governor's reason (plain vs drafting)
 
   int64_t rejected() const { return drafted - accepted; }
   double tau() const { return rounds ? (double)generated / rounds : 0; }  // generated tokens per round

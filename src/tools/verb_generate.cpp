@@ -152,9 +152,10 @@ int verb_generate(int argc, char** argv) {
                  (long long)res->prompt_tokens, res->tokens.size(), generate::finish_reason_name(res->finish),
                  res->prefill_tok_s(), res->decode_tok_s());
     if (want)
-      std::fprintf(stderr, "spec%s: %lld rounds, drafted %lld, accepted %lld (%.1f%%), tau %.2f tokens/round | "
-                   "draft %.0f ms, verify %.0f ms, accept %.0f ms, commit %.0f ms\n",
-                   shipped ? " (shipped drafter; --no-spec for plain decoding)" : "", (long long)stats.rounds, (long long)stats.drafted, (long long)stats.accepted,
+      std::fprintf(stderr, "spec%s: %lld rounds (%lld plain by the governor), drafted %lld, accepted %lld (%.1f%%), "
+                   "tau %.2f tokens/round | draft %.0f ms, verify %.0f ms, accept %.0f ms, commit %.0f ms\n",
+                   shipped ? " (shipped drafter; --no-spec for plain decoding)" : "", (long long)stats.rounds,
+                   (long long)stats.governor.plain_rounds, (long long)stats.drafted, (long long)stats.accepted,
                    100 * stats.acceptance_rate(), stats.tau(), stats.draft_ms, stats.verify_ms, stats.accept_ms,
                    stats.commit_ms);
   }

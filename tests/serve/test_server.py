@@ -58,6 +58,18 @@ class Server:
         return self.log.read()[-3000:]
 
 
+def response_headers(method, port, path, body=None, headers=None):
+    """One HTTP request; returns (status, {lower-cased header name: value})."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+    r = conn.getresponse()
+    r.read()
+    conn.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}
+
+
 def request(method, port, path, body=None, headers=None, raw=None):
     """One HTTP request; returns (status, parsed JSON or text)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -311,6 +323,8 @@ def run_checks(openai, port):
     check(status == 401 and error_shape(resp), "api key: missing -> 401")
     status, resp = request("GET", port, "/v1/models", headers={"Authorization": "Bearer wrong"})
     check(status == 401 and error_shape(resp), "api key: wrong -> 401")
+    status, hdrs = response_headers("GET", port, "/v1/models")
+    check(status == 401 and hdrs.get("www-authenticate") == "Bearer", "api key: 401 names its scheme (WWW-Authenticate)")
     try:
         openai.OpenAI(base_url=base, api_key="wrong", max_retries=0).models.list()
         check(False, "openai client: AuthenticationError")
@@ -335,6 +349,9 @@ def run_checks(openai, port):
     status, resp = request("POST", port, "/v1/completions", body={"model": mid, "prompt": "x", "max_tokens": 2},
                            headers=auth)
     check(status == 429 and error_shape(resp), f"queue full -> 429 ({status})")
+    status, hdrs = response_headers("POST", port, "/v1/completions", body={"model": mid, "prompt": "x", "max_tokens": 2},
+                                    headers=auth)
+    check(status == 429 and hdrs.get("retry-after") == "1", f"queue full: 429 with Retry-After ({status})")
     t0 = time.time()
     for c in conns:
         (c[0] if isinstance(c, tuple) else c).close()
@@ -352,10 +369,14 @@ def run_checks(openai, port):
     check(st["drafter"]["kind"] == "dspark" and st["totals"]["speculation"]["rounds"] > 0
           and st["totals"]["prompt_cache"]["hits"] > 0 and "accepted_by_pos" in st["totals"]["speculation"]
           and st["totals"]["cancelled"] >= 2, "stats: drafter, speculation, prompt cache, cancellations")
+    gov = st["totals"]["speculation"].get("governor", {})
+    check(gov.get("plain_rounds", -1) + gov.get("drafting_rounds", -1) == st["totals"]["speculation"]["rounds"]
+          and sum(gov.get("rounds_by_reason", {}).values()) == st["totals"]["speculation"]["rounds"],
+          "stats: the governor's rounds add up to the speculation rounds")
     status, text = request("GET", port, "/metrics", headers=auth)
     names = ["dspark_spec_draft_tokens_total", "dspark_spec_accepted_tokens_total", "dspark_spec_rounds_total",
              'dspark_spec_accepted_tokens_per_pos_total{position="1"}', "dspark_request_duration_seconds_bucket",
-             "dspark_requests_total"]
+             "dspark_requests_total", 'dspark_spec_governor_rounds_total{reason="draft"}']
     check(status == 200 and all(n in text for n in names), "metrics: spec counters, histograms, requests")
     promtool = shutil.which("promtool")
     if promtool:

@@ -103,6 +103,11 @@ TEST(HttpParse, MalformedRequestsGetTheirStatus) {
   EXPECT_EQ(error_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"), 411);
   EXPECT_EQ(error_status("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"), 400);
   EXPECT_EQ(error_status("POST / HTTP/1.1\r\nHost: a\r\nExpect: something\r\n\r\n"), 417);
+  EXPECT_EQ(error_status("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);  // two Hosts
+  // Bare LF line ends: answered at once, whole or still incomplete (not left to the timeout).
+  EXPECT_EQ(error_status("GET / HTTP/1.1\nHost: a\n\n"), 400);
+  EXPECT_EQ(error_status("GET / HTTP/1.1\n"), 400);
+  EXPECT_EQ(error_status("GET / HTTP/1.1\r\nHost: a\n"), 400);
 }
 
 TEST(HttpParse, ReasonPhrases) {

@@ -252,9 +252,18 @@ TEST(OpenAiApi, StreamOptions) {
   auto a = parse("{" + msgs + R"(, "stream": true})");
   ASSERT_TRUE(std::holds_alternative<GenRequest>(a));
   EXPECT_FALSE(std::get<GenRequest>(a).include_usage);
-  auto b = parse("{" + msgs + R"(, "stream_options": {"include_usage": false}})");
+  auto b = parse("{" + msgs + R"(, "stream": true, "stream_options": {"include_usage": false}})");
   ASSERT_TRUE(std::holds_alternative<GenRequest>(b));
   EXPECT_FALSE(std::get<GenRequest>(b).include_usage);
+  // Without stream: true the options mean nothing, and OpenAI refuses them.
+  for (const char* stream : {"", R"(, "stream": false)"}) {
+    auto e = parse("{" + msgs + stream + R"(, "stream_options": {"include_usage": true}})");
+    ASSERT_TRUE(std::holds_alternative<ApiError>(e)) << stream;
+    EXPECT_EQ(std::get<ApiError>(e).status, 400);
+    EXPECT_EQ(std::get<ApiError>(e).param, "stream_options");
+  }
+  auto n = parse("{" + msgs + R"(, "stream_options": null})");
+  EXPECT_TRUE(std::holds_alternative<GenRequest>(n));
   auto c = parse("{" + msgs + R"(, "stream_options": {"include_usage": 1}})");
   ASSERT_TRUE(std::holds_alternative<ApiError>(c));
   EXPECT_NE(std::get<ApiError>(c).param.find("include_usage"), std::string::npos);

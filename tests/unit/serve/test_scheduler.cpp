@@ -268,7 +268,7 @@ TEST_F(SchedulerTiny, EngineErrorFailsOnlyThatJob) {
 
 TEST_F(SchedulerTiny, PrepareChecksModelContextAndSpec) {
   ServedModel m{.id = "tiny", .aliases = {"tiny.gguf"}, .n_ctx = 64, .default_max_tokens = 1000,
-                .has_drafter = true, .default_gamma = 5, .max_gamma = 7, .governor = {}, .chat = {}};
+                .has_drafter = true, .default_gamma = 5, .max_gamma = 7, .chat = {}};
   GenRequest r;
   r.endpoint = Endpoint::kCompletion;
   r.model = "tiny";
