@@ -3,13 +3,17 @@
 
 1. Serial vs speculative at concurrency 1 and 4: rounds of C concurrent streamed chat requests
    (Spec-Bench dev prompts, temperature 0, fixed -n tokens), the arm alternating round by round
-   through the per-request `speculative: {"enabled": ...}` option. Per arm: per-request decode
-   tok/s (median), aggregate tok/s (tokens / wall time of the rounds), TTFT (median, p90).
+   through the per-request `speculative: {"enabled": ...}` option, or with --two-servers between a
+   default server (spec) and one started with --no-spec (serial), so that neither arm reuses the
+   other's prompt-cache KV of the same prompt (in one server a serial request reuses the KV a
+   speculative one left, not the reverse: a spec request needs the drafter's tap rows too).
+   Per arm: per-request decode tok/s (median), aggregate tok/s (tokens / wall time of the
+   rounds), TTFT (median, p90).
 2. Multi-turn TTFT cold vs warm: a conversation's first turn (cold: nothing cached) and its second
    turn (warm: the first turn's KV reused by the prompt cache), alternating conversations.
 
 Usage: python bench/bench_serve.py --binary build/release/dspark --model MODEL.gguf [--rounds 6]
-       [--max-tokens 64] [--parallel 4] [--threads 2] [--json OUT.json]
+       [--max-tokens 64] [--parallel 4] [--threads 2] [--two-servers] [--json OUT.json]
 Needs nothing beyond the standard library. Prints markdown tables.
 """
 import os
@@ -34,7 +38,9 @@ def free_port():
 def stream_chat(port, model, messages, max_tokens, spec):
     """One streamed chat request: (ttft_s, total_s, completion_tokens, text, usage)."""
     body = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}, "speculative": {"enabled": spec}}
+            "stream_options": {"include_usage": True}}
+    if spec is not None:
+        body["speculative"] = {"enabled": spec}
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.time()
     conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
@@ -99,29 +105,48 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--conversations", type=int, default=6)
     ap.add_argument("--server-args", default="", help="extra dspark serve flags (e.g. --no-batch)")
+    ap.add_argument("--two-servers", action="store_true",
+                    help="spec on a default server, serial on a second one started with --no-spec (each with its own "
+                         "prompt cache: an arm never reuses the other arm's KV of the same prompt); default: one server, "
+                         "the arm chosen per request")
     ap.add_argument("--json")
     args = ap.parse_args()
 
-    port = free_port()
-    proc = subprocess.Popen([args.binary, "serve", "-m", args.model, "--port", str(port), "--parallel",
-                             str(args.parallel), "--threads", str(args.threads), "--ctx", "2048"] + args.server_args.split(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    model = None
-    for _ in range(300):
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/v1/models")
-            r = c.getresponse()
-            if r.status == 200:
-                model = json.loads(r.read())["data"][0]["id"]
-                break
-        except OSError:
-            pass
-        time.sleep(0.2)
+    def start(extra):
+        port = free_port()
+        proc = subprocess.Popen([args.binary, "serve", "-m", args.model, "--port", str(port), "--parallel",
+                                 str(args.parallel), "--threads", str(args.threads), "--ctx", "2048"] +
+                                args.server_args.split() + extra,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(300):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                c.request("GET", "/v1/models")
+                r = c.getresponse()
+                if r.status == 200:
+                    return proc, port, json.loads(r.read())["data"][0]["id"]
+            except OSError:
+                pass
+            time.sleep(0.2)
+        proc.kill()
+        return None, None, None
+
+    proc, port, model = start([])
     if not model:
         print("server did not start")
-        proc.kill()
         return 1
+    procs = [proc]
+    # arm -> (port, the request's speculative.enabled: None leaves it out)
+    target = {"spec": (port, True), "serial": (port, False)}
+    if args.two_servers:
+        proc2, port2, _ = start(["--no-spec"])
+        if not proc2:
+            print("the --no-spec server did not start")
+            proc.kill()
+            return 1
+        procs.append(proc2)
+        target["serial"] = (port2, None)
+        stream_chat(port2, model, [{"role": "user", "content": "warm up"}], 8, None)
     prompts = load_prompts(args.prompts, 4 * args.rounds * 2 + 8)
     results = {}
     pi = 0
@@ -132,8 +157,8 @@ def main():
                 batch = [prompts[(pi + k) % len(prompts)] for k in range(conc)]
                 out = [None] * conc
                 def run(k):
-                    out[k] = stream_chat(port, model, [{"role": "user", "content": batch[k]}], args.max_tokens,
-                                         arm == "spec")
+                    out[k] = stream_chat(target[arm][0], model, [{"role": "user", "content": batch[k]}],
+                                         args.max_tokens, target[arm][1])
                 t0 = time.time()
                 ths = [threading.Thread(target=run, args=(k,)) for k in range(conc)]
                 for t in ths:
@@ -162,11 +187,13 @@ def main():
         cold.append(ttft1)
         warm.append(ttft2)
         cached.append((usage or {}).get("prompt_tokens_details", {}).get("cached_tokens", 0))
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
 
     print(f"## dspark serve: {args.rounds} rounds per arm, {args.max_tokens} tokens, T 0, --parallel {args.parallel}, "
-          f"--threads {args.threads}, drafter: the server default {args.server_args}\n")
+          f"--threads {args.threads}, drafter: the server default {args.server_args}"
+          f"{'; serial on a second server started with --no-spec' if args.two_servers else ''}\n")
     print("| concurrency | arm | per-request tok/s (median) | aggregate tok/s | TTFT median s | TTFT p90 s | tau |")
     print("|---|---|---:|---:|---:|---:|---:|")
     out_json = {"rows": [], "multi_turn": {}}

@@ -171,7 +171,8 @@ bool Scheduler::start_job(Slot& s) {
     }
   }
   spec::Drafter* drafter = job.use_drafter ? s.drafter.get() : nullptr;
-  const spec::StepperOptions opt{.prefill_chunk = cfg_.prefill_chunk, .reuse_prefix = cfg_.cache_bytes > 0};
+  const spec::StepperOptions opt{
+      .prefill_chunk = cfg_.prefill_chunk, .reuse_prefix = cfg_.cache_bytes > 0, .governor = &s.governor};
   auto st = spec::SpecStepper::create(model_, *s.session, tok_, job.prompt, job.params, drafter, &s.history,
                                       std::move(on_text), opt);
   if (!st) {

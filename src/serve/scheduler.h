@@ -79,6 +79,7 @@ class Scheduler {
     spec::SeqHistory history;
     std::shared_ptr<Job> job;
     std::unique_ptr<spec::SpecStepper> stepper;
+    spec::Governor governor;     // kept across the slot's generations (costs and backoff carry over)
     uint64_t last_used = 0;
     bool first_text = false;
     int64_t cached_tokens = 0;   // history length, mirrored for state() (guarded by mu_)

@@ -121,6 +121,8 @@ Status DSparkDrafter::begin(std::span<const int32_t> prompt, const TapRows& taps
     ctx_.v[(size_t)l].reserve(row * (size_t)opt_.ctx_reserve);
   }
   ctx_.len = 0;
+  pending_rows_ = 0;
+  for (auto& t : pending_taps_) t.clear();
   last_slots_ = 0;
   gate_ = Gate{};
   slot_conf_.clear();
@@ -133,9 +135,9 @@ Status DSparkDrafter::begin(std::span<const int32_t> prompt, const TapRows& taps
 }
 
 Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) {
-  if (pos != ctx_.len)
+  if (pos != context_len())
     return Status::error("dspark drafter: commit at position " + std::to_string(pos) + ", but the drafter context has " +
-                         std::to_string(ctx_.len) + " rows");
+                         std::to_string(context_len()) + " rows");
   if (taps.n_rows != (int64_t)committed.size())
     return Status::error("dspark drafter: commit of " + std::to_string(committed.size()) + " tokens got " +
                          std::to_string(taps.n_rows) + " tap rows");
@@ -167,7 +169,26 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
   if (!copy_.commit(committed, pos))
     return Status::error("dspark drafter: copy head history out of step at position " + std::to_string(pos));
   if (model_->config().lookup_max_ngram > 0) history_.insert(history_.end(), committed.begin(), committed.end());
-  return model_->append_context(ctx_, s_, taps);
+  if ((int64_t)taps.taps.size() != (int64_t)model_->config().target_layer_ids.size() ||
+      taps.n_embd != model_->config().hidden_size)
+    return model_->append_context(ctx_, s_, taps);  // the projection reports the mismatch
+  pending_taps_.resize(taps.taps.size());
+  for (size_t t = 0; t < taps.taps.size(); ++t)
+    pending_taps_[t].insert(pending_taps_[t].end(), taps.taps[t], taps.taps[t] + taps.n_rows * taps.n_embd);
+  pending_rows_ += taps.n_rows;
+  return Status::ok();
+}
+
+Status DSparkDrafter::flush_context() {
+  if (pending_rows_ == 0) return Status::ok();
+  TapRows rows;
+  rows.n_rows = pending_rows_;
+  rows.n_embd = model_->config().hidden_size;
+  for (const auto& t : pending_taps_) rows.taps.push_back(t.data());
+  const Status st = model_->append_context(ctx_, s_, rows);
+  pending_rows_ = 0;
+  for (auto& t : pending_taps_) t.clear();
+  return st;
 }
 
 // Open while the gated rounds' tokens per ms beat plain decoding, after a few rounds of evidence;
@@ -269,9 +290,10 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     out->q.clear();
     return Status::ok();
   }
-  if (req.pos != ctx_.len)
+  if (req.pos != context_len())
     return Status::error("dspark drafter: draft at position " + std::to_string(req.pos) + ", but the drafter context has " +
-                         std::to_string(ctx_.len) + " rows");
+                         std::to_string(context_len()) + " rows");
+  DSPARK_RETURN_IF_ERROR(flush_context());
   if (sampled && !req.rng) return Status::error("dspark drafter: temperature > 0 needs an rng");
   const DSparkConfig& c = model_->config();
   if (req.pending < 0 || req.pending >= c.vocab_size)

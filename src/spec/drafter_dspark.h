@@ -128,9 +128,17 @@ class DSparkDrafter : public Drafter {
   const float* last_logits(int slot) const;
   const std::vector<float>& last_conf_logits() const { return conf_logits_; }  // z_k of computed slots
   bool last_backbone_ran() const { return backbone_ran_; }
-  int64_t context_len() const { return ctx_.len; }
-  const std::vector<float>& context_k(int64_t layer) const { return ctx_.k[(size_t)layer]; }  // [len, nKV, hd]
-  const std::vector<float>& context_v(int64_t layer) const { return ctx_.v[(size_t)layer]; }
+  // Committed rows (the context: projected rows + rows still waiting to be projected).
+  int64_t context_len() const { return ctx_.len + pending_rows_; }
+  // The projected context K/V [len, nKV, hd] (projects the waiting rows first).
+  const std::vector<float>& context_k(int64_t layer) {
+    (void)flush_context();
+    return ctx_.k[(size_t)layer];
+  }
+  const std::vector<float>& context_v(int64_t layer) {
+    (void)flush_context();
+    return ctx_.v[(size_t)layer];
+  }
 
  private:
   DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool);
@@ -138,11 +146,17 @@ class DSparkDrafter : public Drafter {
   int32_t shadow_argmax(int slot);
   void run_backbone(int32_t anchor, int n_rows);
   bool gate_open(double serial_rate);
+  // Committed tap rows wait in pending_taps_ until a draft needs the context: rounds that draft
+  // nothing (the governor's plain steps) cost no projection, and a run of them is projected in
+  // one batched pass.
+  Status flush_context();
 
   std::shared_ptr<const DSparkModel> model_;
   DSparkOptions opt_;
   int gamma_ = 0;
   DSparkContext ctx_;
+  std::vector<std::vector<float>> pending_taps_;  // [n_taps] of [pending_rows_, n_embd] f32
+  int64_t pending_rows_ = 0;
   DSparkScratch s_;
   MarkovHead markov_;
   std::vector<int32_t> history_;    // committed tokens (lookup input only)

@@ -37,6 +37,21 @@ Governor::Governor(const GovernorConfig& cfg, int gamma) : cfg_(cfg), gamma_(std
   len_.resize((size_t)gamma_ + 1);
 }
 
+void Governor::begin_request(const GovernorConfig& cfg, int gamma) {
+  GovernorConfig c = cfg;
+  if (c.verify_ms.size() < 2) c.deterministic = false;
+  const bool same = gamma == gamma_ && c.enabled == cfg_.enabled && c.deterministic == cfg_.deterministic &&
+                    c.verify_ms == cfg_.verify_ms && c.draft_ms == cfg_.draft_ms;
+  if (!same || cfg_.deterministic) {  // deciding from constants: every request from the same start
+    *this = Governor(cfg, gamma);
+    return;
+  }
+  stats_ = GovernorStats{};
+  plain_run_ = 0;
+  since_full_ = 0;
+  probe_from_plain_ = false;
+}
+
 double Governor::table_cost(int n) const {
   const std::vector<double>& t = cfg_.verify_ms;
   if (t.size() < 2 || n < 1) return 0;
@@ -144,7 +159,8 @@ Governor::Decision Governor::decide(int max_n) {
     } else if (b == 0) {
       if (++plain_run_ > backoff_) {
         plain_run_ = 0;
-        backoff_ = std::min(2 * backoff_, cfg_.max_backoff);
+        const bool far = draft_rate(max_n) < plain_rate() * (1.0 - cfg_.far_margin);
+        backoff_ = std::min(2 * backoff_, far ? cfg_.max_backoff_far : cfg_.max_backoff);
         since_full_ = 0;
         d = {std::min(max_n, probe_len_), GovernorReason::kProbeDraft};
         probe_from_plain_ = true;

@@ -18,8 +18,8 @@
 //       E[tokens_L] = 1 + Σ_{i<=L} Π_{j<=i} a_j,   E[cost_L] = draft ms + E[V(1 + min(d, L))] + rest ms
 // and the governor picks argmax over {1 / c0} ∪ {E[tokens_L] / E[cost_L]} (exponential moving
 // averages, so a request whose text changes is followed). Exploration is cheap and bounded: while plain wins, a
-// probe drafts after 1, 2, 4, .. max_backoff plain rounds (after 1 again when a probe beat plain
-// decoding), one token long at first and twice as long after each probe whose every token was
+// probe drafts after 1, 2, 4, .. max_backoff plain rounds (up to max_backoff_far while plain leads
+// by far_margin; after 1 again when a probe beat plain decoding), one token long at first and twice as long after each probe whose every token was
 // accepted; while a short cap wins, a
 // full-length draft refreshes the longer caps every refresh_rounds rounds; a plain round refreshes
 // c0 when none was seen for plain_refresh_rounds rounds and drafting is not far ahead.
@@ -60,7 +60,9 @@ struct GovernorConfig {
   double draft_ms = 0;            // the drafter's cost per drafting round when deciding from constants
   bool deterministic = false;     // decide from verify_ms + draft_ms and token counts only (needs verify_ms)
   int warmup_rounds = 2;          // drafting rounds at full length before the first comparison
-  int max_backoff = 16;           // at most this many plain rounds between two draft probes
+  int max_backoff = 16;           // at most this many plain rounds between two draft probes, ...
+  int max_backoff_far = 64;       // ... or this many while plain leads drafting by far_margin
+  double far_margin = 0.3;
   int refresh_rounds = 16;        // a full-length probe this often while a shorter cap wins
   int plain_refresh_rounds = 32;  // a plain probe when c0 was last seen this many rounds ago ...
   double plain_refresh_band = 0.3;  // ... and the best draft rate is within this of the plain rate
@@ -100,6 +102,11 @@ class Governor {
 
   Governor() = default;
   Governor(const GovernorConfig& cfg, int gamma);
+
+  // A new generation on a governor that served earlier ones (a server slot): what it learned of
+  // this machine and drafter (costs, acceptance, exploration backoff) carries over, its counters
+  // start at 0. A different config or gamma starts it afresh.
+  void begin_request(const GovernorConfig& cfg, int gamma);
 
   // The cap for the next round; `max_n` is what the budget allows (<= gamma is enforced here).
   Decision decide(int max_n);

@@ -83,7 +83,8 @@ Result<std::unique_ptr<SpecStepper>> SpecStepper::create(const model::Model& mod
     // Sampled requests decide from constants when there is a table (spec/governor.h).
     GovernorConfig g = params.governor;
     g.deterministic = g.deterministic || gp.sampler.temperature > 0.0f;
-    s->gov_ = Governor(g, params.gamma);
+    if (opt.governor) s->gov_ = opt.governor;
+    s->gov_->begin_request(g, params.gamma);
   }
   s->res_.out.prompt_tokens = (int64_t)prompt.size();
   return s;
@@ -220,8 +221,8 @@ Status SpecStepper::draft_phase() {
     const int remaining = gp.max_tokens - (int)res_.out.tokens.size();
     const int room =
         (int)std::max<int64_t>(0, std::min<int64_t>({params_.gamma, remaining - 1, n_ctx - pos_ - 1}));
-    decision_ = gov_.decide(room);  // 0: a plain step (the drafter returns at once)
-    res_.stats.governor = gov_.stats();
+    decision_ = gov_->decide(room);  // 0: a plain step (the drafter returns at once)
+    res_.stats.governor = gov_->stats();
     const int max_n = decision_.cap;
     DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng()}, &draft_));
     if ((int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
@@ -281,7 +282,7 @@ Status SpecStepper::accept_phase() {
   const double commit_ms = ms_since(t0);
   st.commit_ms += commit_ms;
   if (drafter_)
-    gov_.observe({.cap = decision_.cap, .drafted = d, .accepted = acc.n_accept, .draft_ms = round_draft_ms_,
+    gov_->observe({.cap = decision_.cap, .drafted = d, .accepted = acc.n_accept, .draft_ms = round_draft_ms_,
                   .verify_ms = round_verify_ms_, .rest_ms = accept_ms + commit_ms});
   if (stop) finish_text();
   return Status::ok();

@@ -43,6 +43,9 @@ struct SeqHistory {
 struct StepperOptions {
   int64_t prefill_chunk = 0;   // prompt tokens per prefill step; 0 = the whole prompt in one step
   bool reuse_prefix = true;    // keep the KV of the longest prefix shared with history
+  // A governor kept across generations (a server slot's; Governor::begin_request), else the
+  // stepper's own, fresh one. Must outlive the stepper.
+  Governor* governor = nullptr;
 };
 
 class SpecStepper {
@@ -78,7 +81,7 @@ class SpecStepper {
   Status finish_round(double verify_ms);
 
   int64_t reused_tokens() const { return reused_; }   // prompt tokens whose KV was kept
-  const Governor& governor() const { return gov_; }    // its estimates (--json); decisions are in result().stats
+  const Governor& governor() const { return *gov_; }    // its estimates (--json); decisions are in result().stats
   const SpecResult& result() const { return res_; }
   SpecResult take_result() { return std::move(res_); }
 
@@ -120,7 +123,8 @@ class SpecStepper {
   std::chrono::steady_clock::time_point t_decode_{};
   DraftResult draft_;
   std::vector<int32_t> window_, argmax_rows_;
-  Governor gov_;                         // chooses each round's draft cap (spec/governor.h)
+  Governor own_gov_;
+  Governor* gov_ = &own_gov_;            // chooses each round's draft cap (spec/governor.h)
   Governor::Decision decision_;          // of the round in flight
   double round_draft_ms_ = 0, round_verify_ms_ = 0;
 };

@@ -379,3 +379,52 @@ TEST(DSparkDraft, FastPathMatchesFullProduct) {
 
 }  // namespace
 }  // namespace dspark::spec
+
+namespace dspark::spec {
+namespace {
+
+// Committed rows wait until a draft needs them and are then projected together: the context is
+// bitwise the one built row by row (projections are batch-invariant), and so is the next draft.
+TEST(DSparkDraft, DeferredContextEqualsRowByRow) {
+  const Golden g = load_golden(variants().front());
+  const json& d = g.j["dims"];
+  const json* prep = nullptr;  // the longest prefill of the golden's cases
+  for (const json& c : g.j["cases"])
+    for (const json& st : c["steps"])
+      if (st["op"] == "prefill" && (!prep || st["n_rows"] > (*prep)["n_rows"])) prep = &st;
+  ASSERT_TRUE(prep);
+  const json& pre = *prep;
+  const int64_t n = pre["n_rows"], m = d["m"], H = d["H"];
+  ASSERT_GE(n, 4);
+  const std::vector<float> flat = g.arr<float>(pre["taps"]);
+  auto rows = [&](int64_t r0, int64_t k) {
+    return split_taps(std::vector<float>(flat.begin() + r0 * m * H, flat.begin() + (r0 + k) * m * H), k, m, H);
+  };
+  DSparkOptions opt;
+  auto whole = make_drafter(g, opt), stepped = make_drafter(g, opt), flushed = make_drafter(g, opt);
+  ASSERT_TRUE(whole && stepped && flushed);
+  Taps all = rows(0, n), head = rows(0, n - 3);
+  ASSERT_TRUE(whole->begin(std::vector<int32_t>((size_t)n, 0), all.rows).is_ok());
+  ASSERT_TRUE(stepped->begin(std::vector<int32_t>((size_t)(n - 3), 0), head.rows).is_ok());
+  ASSERT_TRUE(flushed->begin(std::vector<int32_t>((size_t)(n - 3), 0), head.rows).is_ok());
+  for (int64_t i = n - 3; i < n; ++i) {
+    Taps one = rows(i, 1);
+    ASSERT_TRUE(stepped->commit(std::vector<int32_t>{0}, i, one.rows).is_ok());
+    ASSERT_TRUE(flushed->commit(std::vector<int32_t>{0}, i, one.rows).is_ok());
+    EXPECT_EQ(stepped->context_len(), i + 1);
+    (void)flushed->context_k(0);  // projects now: one row at a time
+  }
+  for (int64_t l = 0; l < (int64_t)d["n_layers"]; ++l) {
+    EXPECT_EQ(stepped->context_k(l), whole->context_k(l)) << "layer " << l;
+    EXPECT_EQ(stepped->context_v(l), whole->context_v(l)) << "layer " << l;
+    EXPECT_EQ(flushed->context_k(l), whole->context_k(l)) << "layer " << l;
+  }
+  const DraftRequest req{3, n, (int)d["gamma"], {}, nullptr};
+  DraftResult a, b;
+  ASSERT_TRUE(whole->draft(req, &a).is_ok());
+  ASSERT_TRUE(stepped->draft(req, &b).is_ok());
+  EXPECT_EQ(a.tokens, b.tokens);
+}
+
+}  // namespace
+}  // namespace dspark::spec

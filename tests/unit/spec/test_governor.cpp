@@ -199,3 +199,39 @@ TEST(Governor, StatsAddUp) {
 
 }  // namespace
 }  // namespace dspark::spec
+
+namespace dspark::spec {
+namespace {
+
+// A server slot keeps its governor across requests: what it learned carries over (no new warm-up,
+// plain decoding stays chosen), the counters restart; another gamma or constants start afresh.
+TEST(Governor, CarriesOverAcrossRequests) {
+  Sim s(Governor(on(), 4));
+  s.accepted = [](int, int) { return 0; };
+  s.run(60, 4);
+  s.gov.begin_request(on(), 4);
+  EXPECT_EQ(s.gov.stats().plain_rounds + s.gov.stats().drafting_rounds, 0);
+  const auto d = s.gov.decide(4);
+  EXPECT_EQ(d.reason, R::kPlain);
+  s.gov.begin_request(on(), 3);
+  EXPECT_EQ(s.gov.decide(3).reason, R::kWarmup);
+  Machine m;
+  GovernorConfig k{.enabled = true, .verify_ms = m.table(5), .deterministic = true};
+  s.gov.begin_request(k, 4);
+  s.gov.decide(4);
+  s.gov.observe({.cap = 4, .drafted = 4, .accepted = 0, .draft_ms = 1, .verify_ms = 5, .rest_ms = 0});
+  s.gov.begin_request(k, 4);
+  EXPECT_EQ(s.gov.decide(4).reason, R::kWarmup) << "deciding from constants: every request starts alike";
+}
+
+// While plain decoding leads by far, probes back off further than max_backoff.
+TEST(Governor, BacksOffFurtherWhenFarBehind) {
+  Sim s(Governor(on(), 4));
+  s.m.slope = 3.0;  // steep windows: drafting is far behind
+  s.accepted = [](int, int) { return 0; };
+  s.run(400, 4);
+  EXPECT_LE(s.count(R::kProbeDraft, 100), 300 / on().max_backoff_far + 2);
+}
+
+}  // namespace
+}  // namespace dspark::spec
