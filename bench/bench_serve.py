@@ -105,6 +105,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--conversations", type=int, default=6)
     ap.add_argument("--server-args", default="", help="extra dspark serve flags (e.g. --no-batch)")
+    ap.add_argument("--spec-server-args", default="",
+                    help="flags for the speculative server only (e.g. --draft-kind ngram), with --two-servers")
     ap.add_argument("--two-servers", action="store_true",
                     help="spec on a default server, serial on a second one started with --no-spec (each with its own "
                          "prompt cache: an arm never reuses the other arm's KV of the same prompt); default: one server, "
@@ -131,7 +133,7 @@ def main():
         proc.kill()
         return None, None, None
 
-    proc, port, model = start([])
+    proc, port, model = start(args.spec_server_args.split())
     if not model:
         print("server did not start")
         return 1

@@ -117,10 +117,10 @@ double Governor::draft_rate(int L) const {
 
 int Governor::best(int max_n) const {
   int b = 0;
-  // Hysteresis: drafting keeps observing both sides (plain costs from rounds that draft nothing,
-  // plain probes), plain decoding sees drafting only through probes; so leaving drafting takes a
-  // clear margin.
-  double r = plain_rate() * (drafting_mode_ ? 1.0 - cfg_.switch_margin : 1.0);
+  // Hysteresis against noisy estimates (a server slot's share of a batched forward moves with
+  // the other slots' windows): leaving drafting takes plain to lead by switch_margin, returning to
+  // it takes drafting to lead by enter_margin.
+  double r = plain_rate() * (drafting_mode_ ? 1.0 - cfg_.switch_margin : 1.0 + cfg_.enter_margin);
   for (int L = 1; L <= std::min(max_n, gamma_); ++L)
     if (const double x = draft_rate(L); x > r) {
       r = x;

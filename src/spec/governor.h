@@ -69,6 +69,7 @@ struct GovernorConfig {
   double alpha = 0.2;             // moving-average weight of a new cost (1/n while n < 1/alpha)
   double alpha_accept = 0.1;      // the same for the per-slot acceptance (noisier: one bit a round)
   double switch_margin = 0.05;    // drafting -> plain only when plain is estimated this much faster
+  double enter_margin = 0.05;     // plain -> drafting only when drafting is estimated this much faster
   double cap_margin = 0.03;       // the longest cap within this of the best cap's rate is taken
 };
 
