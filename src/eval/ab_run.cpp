@@ -122,13 +122,21 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   // One drafter per arm, loaded before any timing; begin() resets it for every prompt.
   const size_t n_arms = opt.arms.size(), n_prompts = ids.size();
   std::vector<std::unique_ptr<DrafterBundle>> bundles(n_arms);
-  // The cost-aware schedule's verify-cost table is measured once and shared by every arm: the
-  // target is the same, and per-arm start-up timings differ by noise alone, which would make the
-  // arms draft to different lengths for no reason of their own.
+  // A drafter path that does not exist is bad input: said before anything is timed.
+  for (const ArmSpec& a : opt.arms)
+    if (!a.serial && !a.drafter.model.empty())
+      if (auto k = detect_draft_kind(a.drafter.model); !k) {
+        std::fprintf(stderr, "dspark ab: arm %s: %s\n", a.name.c_str(), k.message().c_str());
+        return kExitBadInput;
+      }
+  // The verify-cost table (the cost-aware schedule's, the governor's prior) is measured once and
+  // shared by every arm: the target is the same, and per-arm start-up timings differ by noise
+  // alone, which would make the arms draft to different lengths for no reason of their own.
   constexpr int kMinTableTokens = 7;  // the table covers at least a 7-slot block (gamma 0 = whole block)
   int table_n = 0;
   for (const ArmSpec& a : opt.arms)
-    if (!a.serial && (a.drafter.cost_schedule() || a.drafter.governor)) table_n = std::max(table_n, std::max(a.drafter.gamma, kMinTableTokens) + 1);
+    if (!a.serial && (a.drafter.cost_schedule() || a.drafter.governor))
+      table_n = std::max(table_n, std::max(a.drafter.gamma, kMinTableTokens) + 1);
   std::vector<double> shared_verify_ms;  // [table_n + 1], index 0 unused
   if (table_n > 0 && !opt.verify_table_ms.empty()) {
     if ((int)opt.verify_table_ms.size() < table_n) {
