@@ -91,8 +91,8 @@ struct FrozenTables {
 };
 
 // Builds the config (target shape + arch) and initializes: matrices ~ N(0, 0.02) (DeepSpec's
-// initializer_range), norms 1, layer_scalar 1, Markov W2 zero (the head starts as a no-op, so
-// training begins from the plain backbone), confidence head zero. mask_token_id is the target's <mask> id.
+// initializer_range), norms 1, layer_scalar 1, Markov W2 zero (the head starts as a no-op, issue
+// #4), confidence head zero. mask_token_id is the target's <mask> id.
 Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_layers, int64_t H, int64_t n_heads,
                                       int64_t head_dim, int64_t target_intermediate, int64_t n_vocab,
                                       int32_t mask_token_id, std::vector<int32_t> d2t, uint64_t seed,
