@@ -1,4 +1,5 @@
-# dspark_library(name): one static library per folder under src/ (STYLE.md layout).
+# dspark_library(name): one static library per folder under src/ (the layout rule: each folder under src/ is one
+# library, dspark_<folder>, and its headers are included as "<folder>/<file>.h" from src/).
 function(dspark_library name)
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
   add_library(dspark_${name} STATIC ${srcs})

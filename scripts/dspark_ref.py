@@ -2,7 +2,7 @@
 
 Written from the DeepSpec DSpark method description (the forward math of docs/DSPARK-ENGINE.md and the format of docs/DSPARK-CHECKPOINT.md),
 not from the C++ engine. It reads a checkpoint directory (config.json + model.safetensors, parsed
-here by hand) and runs the drafter the way a request does (DSPARK.md 3.6):
+here by hand) and runs the drafter the way a request does (docs/DSPARK-ENGINE.md, 'A round'):
 
     st = ref.new_state()
     ref.prefill(st, taps)            # taps [Lp, m*H] f32, columns in target_layer_ids order
@@ -10,8 +10,8 @@ here by hand) and runs the drafter the way a request does (DSPARK.md 3.6):
     ref.commit(st, window_taps)      # rows anchor + accepted drafts, positions ctx_len.. ; appended
 
 Precision: everything in float64 from the decoded stored weights, except the embedding scale, which
-is sqrt(H) rounded to bf16 (DSPARK.md 3.1, pitfall 9). The Markov add, the argmax and the
-confidence Linear are float64 here, while DeepSpec runs them in bf16 (pitfall 10); the golden
+is sqrt(H) rounded to bf16 (docs/DSPARK-CHECKPOINT.md §4). The Markov add, the argmax and the
+confidence Linear are float64 here, while DeepSpec runs them in bf16; the golden
 generator only keeps cases whose top-1/top-2 gap is large enough for that not to matter.
 
 Small-target extensions (docs/DSPARK-CHECKPOINT.md): `embed_tokens.weight` / `lm_head.weight` may be
@@ -96,7 +96,7 @@ def read_raw_array(json_path: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# primitives (DSPARK.md 3.1)
+# primitives
 
 
 def rms_norm(x: np.ndarray, w: np.ndarray | None, eps: float) -> np.ndarray:
@@ -138,7 +138,7 @@ def apply_rope(x: np.ndarray, pos: np.ndarray, inv_freq: np.ndarray) -> np.ndarr
 
 @dataclass
 class DrafterState:
-    """Per-request drafter state (DSPARK.md 3.6): per-layer context K/V [nKV, ctx_len, hd]."""
+    """Per-request drafter state (docs/DSPARK-ENGINE.md, 'A round'): per-layer context K/V [nKV, ctx_len, hd]."""
 
     ctx_k: list = field(default_factory=list)
     ctx_v: list = field(default_factory=list)
@@ -184,7 +184,7 @@ class DSparkRef:
         self.conf_markov = bool(cfg.get("confidence_head_with_markov", False)) and self.r > 0
         theta, factor = _rope_params(cfg)
         self.inv_freq = rope_inv_freq(self.hd, theta, factor)
-        # Embedding scale: sqrt(H) cast to bf16 (DSPARK.md 3.1, pitfall 9), whatever the weight dtype.
+        # Embedding scale: sqrt(H) cast to bf16 (docs/DSPARK-CHECKPOINT.md §4), whatever the weight dtype.
         self.embed_scale = float(round_bf16([math.sqrt(self.H)])[0])
 
         if "embed_tokens.weight" in w:
@@ -208,7 +208,7 @@ class DSparkRef:
         assert self.embed.shape == (self.V, self.H)
         assert self.lm_head.shape == (self.V if self.d2t is None else len(self.d2t), self.H)
 
-    # ---- context (DSPARK.md 3.2)
+    # ---- context (docs/DSPARK-ENGINE.md, 'A round')
 
     def project_context(self, taps: np.ndarray, pos0: int):
         """taps [n, m*H] -> per layer (K [nKV, n, hd], V [nKV, n, hd]) at positions pos0.."""
@@ -248,7 +248,7 @@ class DSparkRef:
         """window_taps = the kAccept+1 kept rows (anchor + accepted drafts); positions ctx_len.."""
         self._append(st, window_taps)
 
-    # ---- block forward (DSPARK.md 3.3)
+    # ---- block forward (docs/DSPARK-ENGINE.md, 'A round', block layer)
 
     def backbone(self, st: DrafterState, x0: int) -> np.ndarray:
         w, g, eps = self.w, self.gamma, self.eps
@@ -293,7 +293,7 @@ class DSparkRef:
             z = self.softcap * np.tanh(z / self.softcap)
         return z
 
-    # ---- sequential stage + confidence (DSPARK.md 1.3, 1.4, 3.4)
+    # ---- sequential stage + confidence (docs/DSPARK-CHECKPOINT.md §4)
 
     def draft(self, st: DrafterState, x0: int) -> dict:
         w = self.w

@@ -11,7 +11,7 @@ Reference: llama-cpp-python (low-level C API), n_threads=2, n_ctx 2048, n_batch 
 n_ubatch 512, f16 K and V cache, flash attention disabled, CPU only.
 
 Models: the default (--name gemma3-270m) is the Gemma 3 270M package model, with its sha256
-checked and the hand-written Gemma 3 chat format of GEMMA3-GGUF.md; its output is unchanged by
+checked and the hand-written Gemma 3 chat format (as src/tokenizer/chat_template.h); its output is unchanged by
 the other profile. Any other --name takes --model PATH and renders the GGUF's
 tokenizer.chat_template with Jinja2 (messages=[{"role": "user", "content": turn}],
 add_generation_prompt=True, bos_token / eos_token from the vocabulary); greedy runs stop at
@@ -57,7 +57,7 @@ GEMMA_NAME = "gemma3-270m"
 
 
 class GemmaProfile:
-    """Gemma 3 270M: hand-written chat format (GEMMA3-GGUF.md 8), stop ids 1 and 106."""
+    """Gemma 3 270M: hand-written chat format (as src/tokenizer/chat_template.h), stop ids 1 and 106."""
 
     name = GEMMA_NAME
     generic = False
@@ -400,7 +400,7 @@ def write_provenance(out: str, ref: LlamaRef, model: str, digest: str, argv: lis
         " AMX-capable CPU",
         "  segfaults in ggml_backend_amx_mul_mat (llama.cpp issue #20824). The plain path is the"
         " ggml vec_dot",
-        "  path of GEMMA3-GGUF.md 5.5 (activations quantized to Q8_0 / Q8_K). Putting the Q4_K"
+        "  path (activations quantized to Q8_0 / Q8_K; docs/TESTING.md, noise floor). Putting the Q4_K"
         " tensors in",
         "  CPU_REPACK (q4_K_8x8) moved logits by up to ~0.35 on a 6-token probe, so llama.cpp's"
         " own paths",
@@ -409,7 +409,7 @@ def write_provenance(out: str, ref: LlamaRef, model: str, digest: str, argv: lis
         f"- KV cache: K {s['type_k']}, V {s['type_v']}; swa_full {s['swa_full']} (context default);"
         f" flash attention {s['flash_attn']}",
         "  (llama-cpp-python's `Llama` default; llama.cpp's own CLI default is `auto`, which may enable",
-        "  the CPU flash-attention kernel, giving slightly different logits, see GEMMA3-GGUF.md 5.5)",
+        "  the CPU flash-attention kernel, giving slightly different logits)",
         "- logits read raw from llama_get_logits_ith (no sampler chain, no penalties, no softcap)",
         "- each teacher-forced sequence and each greedy prompt starts from a cleared KV cache",
         "  (llama_memory_clear); batches of up to n_batch tokens",

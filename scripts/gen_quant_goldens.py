@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Golden file for the MLX affine quantizer (src/quant/affine.cpp), from an independent NumPy
-transcription of MLX's CPU `quantize` (ml-explore/mlx mlx/backend/cpu/quantized.cpp; QUANT.md 1.2-1.3):
+transcription of MLX's CPU `quantize` (ml-explore/mlx mlx/backend/cpu/quantized.cpp; docs/QUANT-FORMAT.md §1):
 
     n_bins = 2^bits - 1; s = max((w_max - w_min) / n_bins, 1e-7)           (float32 throughout)
     |w_min| > |w_max| ? edge = w_min : (edge = w_max, s = -s)

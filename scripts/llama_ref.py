@@ -105,8 +105,8 @@ class LlamaRef:
         mparams.use_mmap = True
         # Extra buffer types = weight repacking (AMX, CPU_REPACK).  Off by default: on
         # AMX machines ggml_backend_amx_mul_mat segfaults on this model (llama.cpp
-        # issue #20824, seen here with 0.3.36), and the plain CPU path is the one
-        # GEMMA3-GGUF.md 5.5 describes (vec_dot with Q8_0 / Q8_K activations).
+        # issue #20824, seen here with 0.3.36), and the plain CPU path is ggml's vec_dot
+        # path with Q8_0 / Q8_K activations (docs/TESTING.md, noise floor).
         mparams.use_extra_bufts = extra_bufts
         self.repacked = 0
         if repack_q4k:

@@ -354,9 +354,9 @@ def make_goldens(vdir: str, v: dict, target_embed, summary: list) -> None:
         "n_rot": int(np.count_nonzero(ref.inv_freq)),
         "precision": [
             "float64 everywhere from the stored (bf16/f16/f32) weights and f32 taps",
-            "exception: embed_scale = bf16(sqrt(H)) (DSPARK.md 3.1, pitfall 9)",
+            "exception: embed_scale = bf16(sqrt(H)) (docs/DSPARK-CHECKPOINT.md §4)",
             "deviation: DeepSpec adds the Markov bias and takes the argmax in bf16 and runs the confidence "
-            "Linear in bf16 (pitfall 10); here both are float64. Every draft slot has "
+            "Linear in bf16; here both are float64. Every draft slot has "
             f"top1-top2 >= {MIN_MARGIN} in 'logits' (min_margin per step) so the argmax is robust",
         ],
         "stats": {"draft_top1_prob_min": round(float(top1.min()), 3),

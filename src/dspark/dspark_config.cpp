@@ -75,7 +75,7 @@ class Fields {
 };
 
 Status parse_rope(const json& j, const Fields& f, DSparkConfig* c) {
-  // rope_parameters.full_attention, else rope_parameters, else flat keys (DSPARK.md §2.1).
+  // rope_parameters.full_attention, else rope_parameters, else flat keys (docs/DSPARK-CHECKPOINT.md §2).
   const json* src = &j;
   std::string prefix;
   auto rp = j.find("rope_parameters");
@@ -195,7 +195,7 @@ Result<DSparkConfig> parse_dspark_config(const std::string& text, const std::str
                                             std::to_string(c.vocab_size));
     c.has_draft_vocab_size = true;
   }
-  // dspark extension: Sequential Temperature Scaling of the confidences (DSPARK.md §1.5), fitted by
+  // dspark extension: Sequential Temperature Scaling of the confidences (docs/TRAINING.md, STS), fitted by
   // `dspark train-drafter` on held-out rollouts: c_k = σ(z_k / T_k).
   if (j.contains("dspark_sts_temperatures") && !j["dspark_sts_temperatures"].is_null()) {
     const auto& t = j["dspark_sts_temperatures"];

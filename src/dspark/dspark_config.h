@@ -1,4 +1,4 @@
-// config.json of a DeepSpec `Gemma4DSparkModel` drafter (DSPARK.md §2.1, docs/DSPARK-CHECKPOINT.md §2).
+// config.json of a DeepSpec `Gemma4DSparkModel` drafter (docs/DSPARK-CHECKPOINT.md §2).
 //
 // The drafter config is a deep copy of the target's text_config with DSpark overrides, so it also
 // carries inherited sliding-window fields (head_dim, num_key_value_heads, sliding_window, ...):

@@ -1,4 +1,4 @@
-// The DSpark sequential stage's Markov heads (DSPARK.md §1.3, docs/DSPARK-CHECKPOINT.md §4) and
+// The DSpark sequential stage's Markov heads (docs/DSPARK-CHECKPOINT.md §4) and
 // the exact top-K fast path for the greedy argmax.
 //
 // Every head type adds bias_k = W2 · u_k to the base logits U_k, with u_k in R^r:

@@ -19,7 +19,7 @@ constexpr int64_t kCtxChunk = 32;  // context rows projected per matmul batch
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
-// Round-to-nearest-even f32 -> bf16 -> f32 (the embedding scale is bf16(sqrt(H)), DSPARK.md §3.1).
+// Round-to-nearest-even f32 -> bf16 -> f32 (the embedding scale is bf16(sqrt(H)), docs/DSPARK-CHECKPOINT.md §4).
 float round_bf16(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
@@ -52,7 +52,7 @@ Result<std::shared_ptr<const DSparkModel>> DSparkModel::load(const std::string& 
   if (!cfg) return cfg.status();
   const DSparkConfig& c = cfg.value();
 
-  // Pairing (DSPARK.md §3.6, pitfall 17): the drafter helps only the target it was trained on.
+  // Pairing (docs/DSPARK-ENGINE.md, 'Construction'): the drafter helps only the target it was trained on.
   auto mismatch = [&](const char* field, int64_t have, const std::string& target_what, int64_t want) {
     return Status::error(cfg_file + ": field '" + field + "' = " + std::to_string(have) + " does not match the target (" +
                          target_what + " " + std::to_string(want) + ")");

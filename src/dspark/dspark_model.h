@@ -1,4 +1,4 @@
-// DeepSpec `Gemma4DSparkModel` drafter weights and backbone forward (DSPARK.md §2-3,
+// DeepSpec `Gemma4DSparkModel` drafter weights and backbone forward (docs/DSPARK-ENGINE.md,
 // docs/DSPARK-CHECKPOINT.md). Immutable after load; one DSparkModel may serve many drafter states.
 //
 // Weights: every matrix is a quant::DraftMatrix over the mapped safetensors data in its stored form:
@@ -42,7 +42,7 @@ struct TargetTables {
   int64_t n_vocab = 0, n_embd = 0;
 };
 
-// What the pairing check compares against (DSPARK.md §3.6, pitfall 17).
+// What the pairing check compares against (docs/DSPARK-ENGINE.md, 'Construction').
 struct TargetShape {
   int64_t n_layer = 0;
   int64_t n_embd = 0;
@@ -83,7 +83,7 @@ struct DSparkWeights {
   bool embed_from_target = false, lm_head_from_target = false;
 };
 
-// Per-request context K/V (DSPARK.md §3.2): rows appended for committed positions only.
+// Per-request context K/V (docs/DSPARK-ENGINE.md, 'A round'): rows appended for committed positions only.
 struct DSparkContext {
   std::vector<std::vector<float>> k, v;  // per layer [len, nKV, hd] f32; K roped, V not
   int64_t len = 0;

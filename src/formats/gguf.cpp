@@ -1,4 +1,5 @@
-// GGUF parsing and validation (GEMMA3-GGUF.md 1.1-1.5, rules 1-10). Getters live in gguf_kv.cpp.
+// GGUF parsing and validation (byte layout: ggml docs/gguf.md; rules 1-10 listed in gguf.h). Getters live in
+// gguf_kv.cpp.
 #include "formats/gguf.h"
 #include "formats/mapped_file.h"
 

@@ -1,10 +1,22 @@
-// GGUF v2/v3 reader (GEMMA3-GGUF.md section 1).
+// GGUF v2/v3 reader (container layout: ggml's docs/gguf.md).
 //
-// GgufFile::open() maps a file read-only, parses the header and validates it against rules 1-10 of
-// GEMMA3-GGUF.md 1.5; GgufFile::parse() does the same on a caller-owned buffer without copying it.
+// GgufFile::open() maps a file read-only, parses the header and validates it against rules 1-10
+// below; GgufFile::parse() does the same on a caller-owned buffer without copying it.
 // Every failure is a Status whose message names the file, the byte offset and the key or tensor.
 // Nothing here aborts, reads out of bounds or sizes an allocation from an unchecked header value:
 // every count is bounded by the bytes that remain in the file before anything is reserved.
+//
+// Validation rules (tests/unit/formats/test_gguf_validation.cpp has one test per rule; (+) = stricter than ggml):
+//   1. at least 24 bytes; exact magic; version 2 or 3 (0, 1, > 3 and byte-swapped versions refused)
+//   2. KV and tensor counts non-negative and bounded by the bytes left (+)
+//   3. every read bounds-checked; string lengths and array counts bounded before anything is allocated
+//   4. keys non-empty and unique; value and array element types valid; no array of arrays
+//   5. general.alignment, when present, a u32 non-zero power of two
+//   6. tensor names non-empty (+), at most 63 bytes, unique
+//   7. at most 4 dims, none negative, element count without overflow
+//   8. tensor type id known (+ and supported here; the error names tensor and type)
+//   9. ne0 a multiple of the type's block size; byte size fits size_t
+//  10. offsets aligned and packed; (+) data inside the file and no two tensors overlapping
 //
 // Metadata is kept zero-copy: keys, string values and numeric array payloads are views into the
 // file bytes, valid as long as the GgufFile (or, for parse(), the caller's buffer) lives.

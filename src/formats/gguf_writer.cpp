@@ -1,4 +1,4 @@
-// GgufWriter: GGUF v3 serialization (GEMMA3-GGUF.md 1.1).
+// GgufWriter: GGUF v3 serialization (byte layout of ggml's docs/gguf.md).
 #include "formats/gguf_writer.h"
 
 #include <algorithm>

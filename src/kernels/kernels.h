@@ -1,6 +1,6 @@
 // The quantized matrix-product API. Model code calls only this header and ops.h.
 //
-// Semantics follow ggml's CPU path (GEMMA3-GGUF.md §5.3): the f32 activation row is quantized
+// Semantics follow ggml's CPU path (ggml-cpu type_traits_cpu vec_dot_type): the f32 activation row is quantized
 // once to the weight type's "vec_dot" format (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K
 // for the K-quants, f16/bf16 for F16/BF16, f32 for F32), then dotted with every weight row using
 // exact int32 inner sums. Scalar references (ref/) are the oracle; cpu/ holds SIMD versions picked

@@ -1,4 +1,4 @@
-// Packed ggml block layouts (GEMMA3-GGUF.md §5.1, §5.2). Little-endian, no padding.
+// Packed ggml block layouts (ggml src/ggml-common.h). Little-endian, no padding.
 // f16 fields are raw IEEE binary16 bits (uint16_t); convert with core/f16.h.
 #pragma once
 

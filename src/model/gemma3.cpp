@@ -1,4 +1,5 @@
-// Gemma 3 (general.architecture "gemma3"): config, weights and layer graph, GEMMA3-GGUF.md §6.
+// Gemma 3 (general.architecture "gemma3"): config, weights and layer graph, as llama.cpp's
+// src/models/gemma3.cpp and HF modeling_gemma3.py compute it.
 //   x = embd[token] * sqrt(n_embd)
 //   per layer: h = attn(rms_norm(x)) with per-head q/k RMS norms, NEOX RoPE (local base 1e4 on
 //              sliding layers, global base on every 6th), q scaled by 1/sqrt(head_dim);

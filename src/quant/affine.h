@@ -1,4 +1,4 @@
-// MLX affine group quantization, bit for bit (QUANT.md §1.2; ml-explore/mlx
+// MLX affine group quantization, bit for bit (docs/QUANT-FORMAT.md §1; ml-explore/mlx
 // mlx/backend/cpu/quantized.cpp `quantize`). Per group of g values, in f32:
 //   n_bins = 2^bits - 1;  s = max((w_max - w_min) / n_bins, 1e-7)
 //   |w_min| > |w_max| ? (edge = w_min) : (edge = w_max, s = -s)

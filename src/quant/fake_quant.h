@@ -1,6 +1,6 @@
 // Simulated quantization: a matrix's quantize -> dequantize round trip in the deployment format
 // (what `dspark quantize-drafter` would store, read back in the original basis), for measuring
-// sensitivity without writing checkpoints (QUANT.md §6.1 step 2).
+// sensitivity without writing checkpoints (docs/QUANT-FORMAT.md §7).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Blockwise randomized Hadamard rotation of the input dimension (TurboQuant for weights,
-// QUANT.md §2.3). For an input dim n_cols = k * b (b a power of two, the rotation block):
+// docs/QUANT-FORMAT.md §3). For an input dim n_cols = k * b (b a power of two, the rotation block):
 //   R = diag(H_b D_0, H_b D_1, ...) / sqrt(b),   D_i = diag of ±1 signs (seeded),
 // H_b = Sylvester Hadamard (H_1 = [1], H_2m = [[H_m, H_m], [H_m, -H_m]]). R is orthogonal, so
 // W x = (W Rᵀ)(R x): weights are stored rotated (W' = W Rᵀ, i.e. each row w' = R w) and

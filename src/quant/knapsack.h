@@ -1,4 +1,4 @@
-// Bit allocation for a drafter: the greedy knapsack over a sensitivity table (QUANT.md §6.2-6.3).
+// Bit allocation for a drafter: the greedy knapsack over a sensitivity table (docs/QUANT-FORMAT.md §7).
 //
 // Each tensor has candidate formats (method, bits, group) with their true bits per weight (scales
 // and biases included) and a measured sensitivity KL (the drafter's draft distributions with only

@@ -1,8 +1,8 @@
-// Lloyd-Max scalar quantizer for the standard normal (QUANT.md §2.2), the TurboQuant codebook:
+// Lloyd-Max scalar quantizer for the standard normal (docs/QUANT-FORMAT.md §4), the TurboQuant codebook:
 // alternate boundary = midpoint of neighbouring levels and level = conditional mean of N(0, 1) on
 // its cell until nothing moves. Double precision; symmetric, ascending.
 // Proof: tests/unit/quant/test_turbo.cpp checks the MSE (0.36338, 0.11748, 0.03455, 0.00950 for
-// 1..4 bits) and the positive-half levels of QUANT.md §2.2.
+// 1..4 bits) and the positive-half levels, tabulated to 5 decimals.
 #pragma once
 
 #include <vector>

@@ -1,4 +1,4 @@
-// Code packing shared by both methods (QUANT.md §1.3): codes form one little-endian bit stream per
+// Code packing shared by both methods (docs/QUANT-FORMAT.md §1): codes form one little-endian bit stream per
 // row, code k at bit k * bits, least significant bit first. For bits 2 / 4 / 8 this is MLX's
 // `32 / bits` codes per uint32 word; for 3 / 5 / 6 it is MLX's 8 codes in 3 bytes, 8 in 5 bytes
 // and 4 in 3 bytes. The byte stream is stored as the uint32 tensor [n_rows, n_cols * bits / 32].

@@ -1,5 +1,5 @@
-// The `quantization` block of a drafter's config.json (docs/QUANT-FORMAT.md §2; the mlx-lm
-// convention of QUANT.md §1.5, extended for turbo):
+// The `quantization` block of a drafter's config.json (docs/QUANT-FORMAT.md §2; mlx-lm's
+// convention, extended for turbo):
 //   "quantization": {"mode": "affine", "bits": 4, "group_size": 64,          defaults
 //                    "<module>": {"mode": .., "bits": .., "group_size": ..}    per module
 //                    "<module>": {"mode": "turbo", ..., "rotation_block": 128, "rotation_seed": 7}

@@ -23,7 +23,7 @@ bool method_from_name(const std::string& s, Method* out);
 inline constexpr int kGroupSizes[] = {32, 64, 128};
 inline constexpr int kAffineBits[] = {2, 3, 4, 5, 6, 8};
 inline constexpr int kTurboBits[] = {2, 3, 4};
-inline constexpr int kMaxRotationBlock = 256;  // default cap of the Hadamard block (QUANT.md §2.3)
+inline constexpr int kMaxRotationBlock = 256;  // default cap of the Hadamard block (docs/QUANT-FORMAT.md §3)
 inline constexpr int kMinRotationBlock = 16;   // smaller power-of-two factors are refused
 
 // How one tensor is stored. method == kNone: dense (bf16 / f16 / f32 as in the source).
@@ -46,7 +46,7 @@ Status check_spec(const QuantSpec& s, const std::string& what);
 // a valid rotation block. `what` names the tensor in errors.
 Status check_spec_shape(const QuantSpec& s, int64_t n_cols, const std::string& what);
 
-// Largest power of two dividing n_cols, capped at kMaxRotationBlock (QUANT.md §2.3: blockwise
+// Largest power of two dividing n_cols, capped at kMaxRotationBlock (docs/QUANT-FORMAT.md §3: blockwise
 // Hadamard over power-of-two blocks, e.g. 640 = 5 x 128, 3840 = 15 x 256). 0 if below kMinRotationBlock.
 int default_rotation_block(int64_t n_cols);
 

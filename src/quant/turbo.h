@@ -1,8 +1,8 @@
-// TurboQuant for weights (QUANT.md §2.3): rotate each row's input dim (w' = R w, hadamard.h), then
+// TurboQuant for weights (docs/QUANT-FORMAT.md §1, §4): rotate each row's input dim (w' = R w, hadamard.h), then
 // per group of g: one bf16 scale s and codes into a Lloyd-Max codebook for N(0, 1) (lloyd_max.h);
 // ŵ'_j = s · level[code_j]. Scale: the RMS of the group, then two alternations of (nearest-level
 // codes, least-squares scale <w, c> / <c, c>), rounded to bf16, and the codes recomputed with the
-// stored scale (QUANT.md §2.3 step 2: LSQ is slightly better than RMS). Data-oblivious: no
+// stored scale (the least-squares scale fits slightly better than the RMS). Data-oblivious: no
 // calibration. The rotation uses the scalar reference, so a conversion is the same on every CPU.
 // Proof: tests/unit/quant/test_turbo.cpp (reconstruction error near the Lloyd-Max distortion on
 // Gaussian rows, dequantize_row un-rotates).

@@ -1,6 +1,6 @@
 // Builds the drafter a spec::SpecConfig asks for, through the registry of drafter kinds
 // (drafter_kinds(): ngram | draft-model | dspark; auto detects one from the path).
-// `auto` detects the kind from the path (DSPARK.md §5): a directory whose config.json names
+// `auto` detects the kind from the path (docs/DSPARK-CHECKPOINT.md §1): a directory whose config.json names
 // architectures[0] == "Gemma4DSparkModel" is a DeepSpec DSpark drafter; a GGUF file is a
 // two-model drafter (its vocabulary must equal the target's).
 #pragma once

@@ -1,6 +1,6 @@
 // The drafter interface shared by every draft source (n-gram lookup, a second GGUF model, DSpark).
 //
-// Round protocol (DSPARK.md §4): the target has committed positions [0, P); `pending` is the token
+// Round protocol (the loop: spec_decode.h): the target has committed positions [0, P); `pending` is the token
 // at position P, not yet in the target KV. The loop calls draft(pending, ...) to get d <= max_n
 // proposals for positions P+1..P+d, runs ONE target forward over [pending, drafts...] (with the
 // taps the drafter asked for), accepts k of the drafts, and calls commit(): positions P..P+k are

@@ -1,4 +1,4 @@
-// DSpark drafter: the DeepSpec `Gemma4DSparkModel` (DSPARK.md §3.4-3.6) behind the Drafter interface.
+// DSpark drafter: the DeepSpec `Gemma4DSparkModel` (docs/DSPARK-ENGINE.md, 'A round') behind the Drafter interface.
 //
 // Per request: begin() projects the prompt's tap rows into per-layer context K/V; draft() runs
 // the block [anchor, MASK x (γ-1)] at positions P..P+γ-1 (P = committed length), then the
@@ -46,8 +46,9 @@ struct DSparkOptions {
   int fast_path_top_k = 64;       // K candidates of the fast path
   bool report_confidence = false; // compute c_k (DraftResult::confidence) even when threshold == 0
   int64_t ctx_reserve = 4096;     // context rows reserved at begin() (more grow the buffers)
-  // Cost-aware draft length (paper Algorithm 1, single request; DSPARK.md §1.6): with calibrated
-  // c_k = σ(z_k / T_k) (STS temperatures from the checkpoint) and prefix survival a_k = Π c_i,
+  // Cost-aware draft length (paper Algorithm 1, single request; docs/DSPARK-ENGINE.md 'Copy head and
+  // the cost-aware draft length'): with calibrated c_k = σ(z_k / T_k) (STS temperatures from the checkpoint) and
+  // prefix survival a_k = Π c_i,
   // slot k is drafted only while (1 + Σ a) / (draft_ms + verify_ms[1 + ℓ]) still improves; the
   // scan stops at the first non-improvement (non-anticipating: c_k uses tokens before slot k).
   // verify_ms[n] = one target forward over n tokens (n = 1 .. γ + 1; index 0 unused), measured at

@@ -1,4 +1,4 @@
-// The speculative decoding loop (DSPARK.md §4): draft -> one target forward over
+// The speculative decoding loop (round protocol: drafter.h): draft -> one target forward over
 // [pending, drafts] -> accept -> roll back the target KV -> commit to the drafter.
 #pragma once
 

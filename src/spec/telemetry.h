@@ -1,4 +1,5 @@
-// Per-request speculative decoding statistics (DSPARK.md §4.6). Plain data; the loop fills it.
+// Per-request speculative decoding statistics (the governor's round counts: docs/SPECULATION.md,
+// 'Telemetry'). Plain data; the loop fills it.
 #pragma once
 
 #include <cstdint>

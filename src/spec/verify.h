@@ -1,4 +1,5 @@
-// Acceptance rules of speculative decoding, as pure functions (no model): DSPARK.md §4.3.
+// Acceptance rules of speculative decoding, as pure functions (no model); temperature > 0:
+// docs/SAMPLING.md, 'Speculative acceptance at temperature > 0'.
 //
 // Greedy (temperature 0): accept while the target's argmax equals the draft; the next token is
 // the argmax of the first mismatching row (or of the last row: the bonus). Output equals plain

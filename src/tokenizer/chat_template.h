@@ -1,7 +1,7 @@
 // Chat templates, re-implemented without a Jinja engine. A GGUF's tokenizer.chat_template is
 // matched to a family (detect_chat_template); each family renders like its reference template:
 //
-// Gemma (the HF chat_template of every Gemma 3 -it model, GEMMA3-GGUF.md section 8):
+// Gemma (the HF chat_template of every Gemma 3 -it model):
 //   [<bos>] per turn: <start_of_turn>{user|model}\n{content, trimmed}<end_of_turn>\n
 //   [<start_of_turn>model\n] with add_generation_prompt
 //

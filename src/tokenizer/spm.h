@@ -1,6 +1,5 @@
 // SentencePiece-style (SPM) tokenizer, bit-exact with llama.cpp's LLAMA_VOCAB_TYPE_SPM path
 // (src/llama-vocab.cpp: tokenizer_st_partition, llm_tokenizer_spm_session, token_to_piece).
-// GEMMA3-GGUF.md section 7.
 //
 // Encode:
 //  1. Partition: the special list (CONTROL, USER_DEFINED and UNKNOWN tokens, sorted by text length,
@@ -50,7 +49,7 @@ class SpmTokenizer {
   // and UNKNOWN token texts in `text` become their ids (template text only; never user content).
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
-  // Bytes of one token (GEMMA3-GGUF.md 7.4): NORMAL text with U+2581 -> space; BYTE its byte;
+  // Bytes of one token (llama.cpp's token_to_piece): NORMAL text with U+2581 -> space; BYTE its byte;
   // USER_DEFINED its text; CONTROL/UNKNOWN nothing unless render_special; UNUSED and undefined
   // types nothing. Out-of-range ids give "". The result may be a partial UTF-8 sequence.
   std::string token_to_piece(int32_t id, bool render_special = false) const;

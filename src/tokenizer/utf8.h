@@ -1,6 +1,6 @@
 // UTF-8 helpers for token output. Token pieces are raw bytes: a character may span several BYTE
 // tokens (<0xE4><0xBD><0xA0>), so text is validated only after joining, and a stream must hold
-// back an incomplete trailing sequence (GEMMA3-GGUF.md 7.4).
+// back an incomplete trailing sequence.
 //
 // Validation follows Unicode 15 table 3-7 (no overlongs, no surrogates, nothing above U+10FFFF);
 // each maximal invalid subpart becomes one U+FFFD (the W3C/WHATWG "maximal subpart" practice, as

@@ -1,4 +1,4 @@
-// dspark sensitivity: the drafter's per-tensor quantization sensitivity table (QUANT.md §6.3, the
+// dspark sensitivity: the drafter's per-tensor quantization sensitivity table (docs/QUANT-FORMAT.md §7, the
 // target out of the loop: cached taps from regen shards) and, with --target-bpw, the knapsack
 // recipe `dspark quantize-drafter --recipe` consumes.
 #include <cmath>

@@ -1,4 +1,4 @@
-// Forward and hand-written backward of the DSpark drafter over a training batch (DSPARK.md §1.7):
+// Forward and hand-written backward of the DSpark drafter over a training batch (docs/TRAINING.md, 'train-drafter'):
 // per sequence the context rows (taps of every position before the anchors) are projected once
 // (fc -> hidden_norm -> per-layer k_proj -> K/V); every anchor's block [x_a, MASK x (γ-1)] at
 // positions a..a+γ-1 attends to context rows < a and to its own block (no mask), exactly the

@@ -1,5 +1,5 @@
-// Trainable DSpark drafter (DeepSpec Gemma4DSparkModel, DSPARK.md §2-3) in f32 with gradients,
-// plus the frozen tables shared with the target (DSPARK.md §1.7: embedding and LM head are the
+// Trainable DSpark drafter (DeepSpec Gemma4DSparkModel, docs/DSPARK-CHECKPOINT.md) in f32 with gradients,
+// plus the frozen tables shared with the target (docs/TRAINING.md, 'train-drafter': embedding and LM head are the
 // target's and stay frozen). Export writes a checkpoint the serving loader reads
 // (net::DSparkModel, extensions E1 embedding from the target, E2 d2t, E3 LM head rows gathered
 // from the target, E4 markov_w1 over the draft vocabulary: docs/DSPARK-CHECKPOINT.md §5).
@@ -91,8 +91,8 @@ struct FrozenTables {
 };
 
 // Builds the config (target shape + arch) and initializes: matrices ~ N(0, 0.02) (DeepSpec's
-// initializer_range), norms 1, layer_scalar 1, Markov W2 zero (the head starts as a no-op, DSPARK.md
-// issue #4), confidence head zero. mask_token_id is the target's <mask> id.
+// initializer_range), norms 1, layer_scalar 1, Markov W2 zero (the head starts as a no-op, issue
+// #4), confidence head zero. mask_token_id is the target's <mask> id.
 Result<DraftParams> init_draft_params(const DraftArch& arch, int64_t n_target_layers, int64_t H, int64_t n_heads,
                                       int64_t head_dim, int64_t target_intermediate, int64_t n_vocab,
                                       int32_t mask_token_id, std::vector<int32_t> d2t, uint64_t seed,

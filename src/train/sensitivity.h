@@ -1,5 +1,5 @@
-// Quantization sensitivity of a DSpark drafter with the target out of the loop (QUANT.md §6.1,
-// §6.3): the drafter runs in its teacher-forced block form (DraftNet, the training forward) over
+// Quantization sensitivity of a DSpark drafter with the target out of the loop (docs/QUANT-FORMAT.md
+// §7): the drafter runs in its teacher-forced block form (DraftNet, the training forward) over
 // cached target taps from regen shards; for every quantizable tensor and candidate format only
 // that tensor is simulate-quantized (quantize -> dequantize round trip, the deployment format),
 // and the change of the draft distributions is measured as
@@ -31,7 +31,7 @@ struct SensitivityUnit {
   std::vector<float>* w = nullptr;  // the live weights the forward reads
 };
 
-// Every quantizable matrix of the drafter (QUANT.md §6.3 units; norms, layer_scalar and the
+// Every quantizable matrix of the drafter (docs/QUANT-FORMAT.md §7 units; norms, layer_scalar and the
 // confidence head excluded), including the frozen draft LM head rows.
 std::vector<SensitivityUnit> sensitivity_units(DraftParams& p, FrozenTables& frozen);
 

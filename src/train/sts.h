@@ -1,4 +1,4 @@
-// Sequential Temperature Scaling (DSPARK.md §1.5): per-slot temperatures T_k fitted left to right
+// Sequential Temperature Scaling (docs/TRAINING.md, STS): per-slot temperatures T_k fitted left to right
 // so that the cumulative product Π_{i<=k} σ(z_i / T_i) is calibrated (ECE, 20 equal-width bins)
 // against y_k = [slots 0..k all accepted], earlier temperatures fixed. Order-preserving per slot.
 #pragma once

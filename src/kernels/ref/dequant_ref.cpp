@@ -1,4 +1,4 @@
-// Scalar dequantizers (GEMMA3-GGUF.md §5.1, §5.2), written straight from the layout tables.
+// Scalar dequantizers (ggml's dequantize_row_*), written straight from the layouts in quant_blocks.h.
 #include <cstring>
 
 #include "core/f16.h"

@@ -1,4 +1,4 @@
-// Scalar dot products (GEMMA3-GGUF.md §5.4) and the two reference matrix products.
+// Scalar dot products (ggml-cpu's generic vec_dot_* in quants.c) and the two reference matrix products.
 #include <cstring>
 #include <vector>
 

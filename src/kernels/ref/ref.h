@@ -1,5 +1,5 @@
 // Scalar reference kernels: the oracle for every optimized kernel. Never optimize these.
-// Formats are the exact ggml blocks of quant_blocks.h; formulas are GEMMA3-GGUF.md §5.
+// Formats are the exact ggml blocks of quant_blocks.h; formulas are ggml's scalar ones.
 #pragma once
 
 #include <cstdint>

@@ -282,7 +282,7 @@ TEST(GgufCorpus, FuzzSeedsParse) {
   EXPECT_GE(n, 5u);
 }
 
-// The real Gemma 3 270M Q4_K_M file (GEMMA3-GGUF.md 4.3), from $DSPARK_MODEL.
+// The real Gemma 3 270M Q4_K_M file, from $DSPARK_MODEL.
 TEST(RealModel, Gemma3_270M_Q4_K_M_Header) {
   const char* path = std::getenv("DSPARK_MODEL");
   if (path == nullptr || *path == '\0') GTEST_SKIP() << "DSPARK_MODEL is not set (path to gemma-3-270m GGUF)";

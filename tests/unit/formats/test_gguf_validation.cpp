@@ -1,4 +1,4 @@
-// One test per GGUF validation rule (GEMMA3-GGUF.md 1.5, rules 1-10): corrupted buffers must fail
+// One test per GGUF validation rule (rules 1-10 as listed in src/formats/gguf.h): corrupted buffers must fail
 // cleanly with a message naming the file, the offset and the key or tensor.
 #include <gtest/gtest.h>
 

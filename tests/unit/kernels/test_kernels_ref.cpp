@@ -29,7 +29,7 @@ constexpr double kMaxNmseQ6K = 5.3e-4;
 constexpr double kMaxNmseF16 = 6.4e-8;
 constexpr double kMaxNmseBF16 = 4.1e-6;
 // ||matmul_ref - matmul_f32_ref|| / ||matmul_f32_ref|| on 37 x 512 N(0,1) weights, 3 tokens, seed 11
-// (activation rounding to 8 bits per 32 or 256 values, GEMMA3-GGUF.md 5.5): measured 0.55-0.79 %
+// (activation rounding to 8 bits per 32 or 256 values, docs/TESTING.md noise floor): measured 0.55-0.79 %
 // for quantized types, 2.1e-3 for BF16 (activations rounded to bf16), 2.3e-4 for F16; bounds 1.5x.
 constexpr double kMaxRelErrQuantAct = 0.012;
 constexpr double kMaxRelErrHalfAct = 3.1e-3;

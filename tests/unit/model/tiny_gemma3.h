@@ -1,5 +1,5 @@
 // A tiny random Gemma 3 model written as a GGUF (F32 weights) plus an independent, naive f32
-// reference forward written from GEMMA3-GGUF.md §6 (full recomputation, no KV cache), so the engine's
+// reference forward written from llama.cpp's src/models/gemma3.cpp (full recomputation, no KV cache), so the engine's
 // batched forward, sliding-window ring and rollback can be checked without the real model.
 #pragma once
 

@@ -1,6 +1,6 @@
 // MLX affine quantization: bit-exact against the NumPy transcription of MLX's CPU quantizer
 // (tests/goldens/quant/affine_golden.safetensors, scripts/gen_quant_goldens.py), packing layout and
-// round trips, and the corner cases QUANT.md §1.2 lists.
+// round trips, and MLX's corner cases (docs/QUANT-FORMAT.md §1).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,7 +96,7 @@ TEST(QuantAffine, PackUnpackRoundTripAndLayout) {
 }
 
 TEST(QuantAffine, MlxCornerCases) {
-  // Symmetric [-1, 1] group at 4 bits. In exact arithmetic (QUANT.md §1.2's example) q0 = rint(-7.5)
+  // Symmetric [-1, 1] group at 4 bits. In exact arithmetic q0 = rint(-7.5)
   // = -8 and -1 decodes to -0.875; in f32, as MLX computes, s = -f32(2/15) makes edge / s =
   // -7.4999995, so q0 = -7, s = -1/7, b = 1: the edge 1 is exact and -1 gets code 14.
   std::vector<float> w(32);
@@ -165,7 +165,7 @@ TEST(QuantAffine, SpecChecksAndBpw) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("tensor 'x'"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("group_size 128"), std::string::npos) << s.message();
-  // Equal bits per weight (QUANT.md §2.4): affine b g64 = turbo b g32, affine b g128 = turbo b g64.
+  // Equal bits per weight (docs/QUANT-FORMAT.md §1): affine b g64 = turbo b g32, affine b g128 = turbo b g64.
   EXPECT_DOUBLE_EQ(spec_bpw({Method::kAffine, 4, 64}), 4.5);
   EXPECT_DOUBLE_EQ(spec_bpw({Method::kTurbo, 4, 32}), 4.5);
   EXPECT_DOUBLE_EQ(spec_bpw({Method::kAffine, 4, 128}), spec_bpw({Method::kTurbo, 4, 64}));

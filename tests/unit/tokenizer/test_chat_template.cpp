@@ -1,4 +1,4 @@
-// Gemma 3 chat template (GEMMA3-GGUF.md section 8): exact strings and role errors.
+// Gemma 3 chat template (src/tokenizer/chat_template.h): exact strings and role errors.
 #include <gtest/gtest.h>
 
 #include "tokenizer/chat_template.h"

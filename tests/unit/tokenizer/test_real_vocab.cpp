@@ -1,5 +1,5 @@
 // RealVocab*: the Gemma 3 270M GGUF tokenizer at $DSPARK_MODEL (skipped when unset) against the
-// llama.cpp tokenization of GEMMA3-GGUF.md 7.5 and decode(encode(x)) == x.
+// llama.cpp tokenization of a one-turn chat prompt (GoldenChatPrompt) and decode(encode(x)) == x.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

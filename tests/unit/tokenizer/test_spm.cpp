@@ -1,5 +1,5 @@
 // SpmTokenizer on a hand-built vocabulary: merge order, ties, byte fallback, special partition,
-// BOS/EOS flags and per-type decoding (GEMMA3-GGUF.md 7.2-7.4).
+// BOS/EOS flags and per-type decoding (llama.cpp's SPM path, src/tokenizer/spm.h).
 #include <gtest/gtest.h>
 
 #include "tiny_vocab.h"
