@@ -209,12 +209,12 @@ std::string default_plan_path(const std::string& cache_dir, const PlanIdentity& 
 
 namespace {
 
-// The matrices to time, one per weight type with a choice on this CPU: the largest layer matrix of
-// the type (blk.*), else the LM head; plus the greedy head's Q5_0 screen (model/argmax_head.h,
-// made at load from a Q8_0 head) when the model has no Q5_0 matrix, synthetic.
+// The matrices to time, one per weight type with a choice on this CPU: the type's largest matrix
+// (layer matrices and the LM head; by bytes, so a type's plan follows where its bytes are: Gemma 3's
+// Q8_0 is a 178 MB head beside 174 KB attn_v matrices); plus the greedy head's Q5_0 screen
+// (model/argmax_head.h, made at load from a Q8_0 head) when the model has no Q5_0 matrix, synthetic.
 std::vector<kernels::PlanMatrix> plan_matrices(const formats::GgufFile& f, const kernels::PlanCaps& caps) {
   std::vector<kernels::PlanMatrix> out;
-  std::vector<bool> from_layer;
   const formats::GgufTensorInfo* head = f.find_tensor("output.weight");
   if (!head) head = f.find_tensor("token_embd.weight");
   for (const formats::GgufTensorInfo& t : f.tensors()) {
@@ -225,13 +225,8 @@ std::vector<kernels::PlanMatrix> plan_matrices(const formats::GgufFile& f, const
     kernels::QMatrix m{t.type, t.ne[1], t.ne[0], f.tensor_data(t), row_bytes(t.type, t.ne[0])};
     size_t i = 0;
     while (i < out.size() && out[i].m.type != t.type) ++i;
-    if (i == out.size()) {
-      out.push_back({m});
-      from_layer.push_back(layer);
-    } else if ((layer && !from_layer[i]) || (layer == from_layer[i] && t.n_bytes > row_bytes(t.type, out[i].m.n_cols) * (size_t)out[i].m.n_rows)) {
-      out[i] = {m};
-      from_layer[i] = layer;
-    }
+    if (i == out.size()) out.push_back({m});
+    else if (t.n_bytes > out[i].m.row_stride * (size_t)out[i].m.n_rows) out[i] = {m};
   }
   const bool has_q5_0 = std::any_of(out.begin(), out.end(), [](const auto& p) { return p.m.type == DType::Q5_0; });
   if (head && head->type == DType::Q8_0 && !has_q5_0 && head->ne[0] % 32 == 0)
