@@ -288,6 +288,8 @@ int verb_bench(int argc, char** argv) {
                       {"prefill_runs_tok_s", pp_tok_s}, {"decode_runs_tok_s", tg_tok_s},
                       {"peak_rss_bytes", peak_rss_bytes()}, {"kv_cache_bytes", s.kv().bytes()}};
   j["lm_head"] = lm_head;
+  j["backend"] = model.backend().name();
+  j["kernel_plan"] = tb->plan_status;
   j["argmax_head"] = model.argmax_head() != nullptr;
   if (model.argmax_head()) {
     const model::ArgmaxScratch& as = s.argmax_stats();
