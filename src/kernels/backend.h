@@ -112,6 +112,10 @@ class Backend {
   virtual bool fused_weight(std::span<const QMatrix* const> parts, QMatrix* out, Buffer* storage) const = 0;
   // True when m can run from its prepared copy alone (its source bytes may then be released).
   virtual bool weight_prepared(const QMatrix& m) const = 0;
+  // True when products of n rows by m run from its prepared copy: model code then uses a fused
+  // matrix (model/weights.h) for them, else its parts. A kernel plan (kernels/planned_backend.h)
+  // may run some token counts from the GGUF layout; otherwise this is weight_prepared(m).
+  virtual bool prepared_runs(const QMatrix& m, int64_t n) const { return weight_prepared(m); }
 
   // Per-thread matmul state for this backend (scratch of quantized activations, the thread pool).
   virtual MatmulContext matmul_context(ThreadPool* pool) const = 0;

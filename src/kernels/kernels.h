@@ -65,6 +65,27 @@ struct MatmulPath {
 };
 MatmulPath matmul_path(const QMatrix& w, Isa isa, bool allow_amx = true);
 
+// The matmul paths a CPU may have for one weight type; all give the same bits (cpu/cpu.h). A
+// KernelPlan (kernels/plan.h) picks one per (weight type, token count); matmul() uses a fixed rule.
+//   kScalar   portable canonical kernels (canonical_scalar.cpp)
+//   kAvx2     the GGUF layout, AVX2 tiles             kAvx512  the GGUF layout, AVX-512 VNNI tiles
+//   kPacked8  the x8 packed copy, AVX2 kernels         kPacked16 the x16 packed copy, AVX-512 VNNI
+//   kAmx      the GGUF layout, AMX-INT8 tiles (n >= cpu::amx_min_tokens(type) only)
+enum class KernelPath : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kPacked8 = 3, kPacked16 = 4, kAmx = 5 };
+inline constexpr int kNumKernelPaths = 6;
+const char* kernel_path_name(KernelPath p);  // "scalar", "avx2", "avx512", "packed8", "packed16", "amx"
+
+// The path matmul() runs for w over n tokens on isa (capped by the CPU's): today's fixed rule (a
+// packed copy of the ISA's layout, else AMX from amx_min_tokens where allowed and usable, else the
+// ISA's kernels for the type, else scalar).
+KernelPath default_path(const QMatrix& w, Isa isa, bool allow_amx, int64_t n_tokens);
+
+// matmul() on a given path. Where that path cannot run w (no packed copy of its layout, no source
+// bytes, fewer tokens than AMX takes, an ISA this CPU or ctx.isa lacks) it runs default_path's
+// instead: the bits are the same whichever runs.
+void matmul_on(MatmulContext& ctx, KernelPath path, const QMatrix& w, const float* x, int64_t n_tokens, float* y,
+               int64_t ldy);
+
 // Dequantize n elements (a multiple of the block size) of `type` from src to f32.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 

@@ -47,6 +47,7 @@ class ProfilingBackend final : public Backend {
     return in_.fused_weight(parts, out, storage);
   }
   bool weight_prepared(const QMatrix& m) const override { return in_.weight_prepared(m); }
+  bool prepared_runs(const QMatrix& m, int64_t n) const override { return in_.prepared_runs(m, n); }
   MatmulContext matmul_context(ThreadPool* pool) const override { return in_.matmul_context(pool); }
   void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n, float* y, int64_t ldy) const override;
   MatmulPath matmul_path(const QMatrix& w) const override { return in_.matmul_path(w); }

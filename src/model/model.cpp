@@ -217,7 +217,7 @@ void Model::head_matmul(ForwardScratch& w, const ForwardOptions& opt, const floa
 void Model::project_qkv(ForwardScratch& w, const LayerWeights& L, const float* xn, int64_t n) const {
   const ModelConfig& c = config_;
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
-  if (be_->weight_prepared(L.wqkv)) {
+  if (be_->prepared_runs(L.wqkv, n)) {
     const int64_t ld = q_dim + 2 * kv_dim;
     float* f = w.fused_rows((size_t)(n * ld));  // [n, q_dim | kv_dim | kv_dim]
     be_->matmul(w.mm, L.wqkv, xn, n, f, ld);

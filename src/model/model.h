@@ -195,7 +195,7 @@ class Model {
   template <class Act>
   void gated_ffn(ForwardScratch& w, const LayerWeights& L, const float* xn, int64_t n, const Act& act) const {
     const int64_t ff = config_.n_ff;
-    if (be_->weight_prepared(L.w_gate_up)) {
+    if (be_->prepared_runs(L.w_gate_up, n)) {
       float* f = w.fused_rows((size_t)(n * 2 * ff));  // [n, n_ff gate | n_ff up]
       be_->matmul(w.mm, L.w_gate_up, xn, n, f, 2 * ff);
       row_ranges(w, n, [&](int64_t r0, int64_t r1) {

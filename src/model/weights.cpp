@@ -62,14 +62,14 @@ void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_s
     kernels::Buffer storage;
     if (!be.prepare_weight(&m, &storage)) return;
     w->prepared.push_back(std::move(storage));
-    if (release_source) release_pages(m.data, m.row_stride * (size_t)m.n_rows);
+    if (release_source && be.weight_prepared(m)) release_pages(m.data, m.row_stride * (size_t)m.n_rows);
   };
   auto fuse = [&](std::initializer_list<const kernels::QMatrix*> parts, kernels::QMatrix* out) {
     kernels::Buffer storage;
     if (!be.fused_weight(std::span<const kernels::QMatrix* const>(parts.begin(), parts.size()), out, &storage))
       return false;
     w->prepared.push_back(std::move(storage));
-    if (release_source)
+    if (release_source && be.weight_prepared(*out))  // else some token counts run the parts (a kernel plan)
       for (const kernels::QMatrix* m : parts) release_pages(m->data, m->row_stride * (size_t)m->n_rows);
     return true;
   };
@@ -95,9 +95,9 @@ std::vector<KernelUse> kernel_use(const ModelWeights& w, const kernels::Backend&
     it->bytes += row_bytes(m.type, m.n_cols) * (size_t)m.n_rows;
   };
   for (const LayerWeights& L : w.layers) {
-    if (be.weight_prepared(L.wqkv)) add(L.wqkv);
+    if (be.prepared_runs(L.wqkv, 1)) add(L.wqkv);
     else for (const kernels::QMatrix* m : {&L.wq, &L.wk, &L.wv}) add(*m);
-    if (be.weight_prepared(L.w_gate_up)) add(L.w_gate_up);
+    if (be.prepared_runs(L.w_gate_up, 1)) add(L.w_gate_up);
     else for (const kernels::QMatrix* m : {&L.w_gate, &L.w_up}) add(*m);
     add(L.wo);
     add(L.w_down);

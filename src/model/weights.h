@@ -69,7 +69,8 @@ class TensorBinder {
 // CPU packs the types its ISA has packed kernels for; the token table keeps its GGUF layout for
 // row lookups); parts that can be fused (LayerWeights::wqkv, w_gate_up) are prepared only into
 // their fusion. With `release_source` (the tensors lie in a file mapping) the kernel may drop the
-// prepared tensors' source pages from memory (re-read from the file if anything touches them
+// source pages of the tensors that run from their prepared copy alone (Backend::weight_prepared: not
+// those a kernel plan also runs in the GGUF layout) from memory (re-read from the file if anything touches them
 // again), so the copies do not double the resident size.
 void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_source);
 

@@ -16,11 +16,26 @@ Result<LoadedModel> load_model(const std::string& spec, const std::string& cache
 }
 
 Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template,
+                               const BackendFlags& flags) {
+  const std::string cache = resolve_cache_dir(cache_flag);
+  auto path = resolve_model_path(spec, cache);
+  if (!path) return path.status();
+  auto tb = target_backend(*path, cache, flags);
+  if (!tb) return tb.status();
+  auto lm = load_model(*path, cache_flag, chat_template, *tb->backend);
+  if (!lm) return lm.status();
+  lm->backend = std::move(tb).value();
+  return lm;
+}
+
+Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template,
                                const kernels::Backend& backend) {
   auto path = resolve_model_path(spec, resolve_cache_dir(cache_flag));
   if (!path) return path.status();
   LoadedModel lm;
   lm.path = *path;
+  lm.backend.backend = &backend;
+  lm.backend.plan_status = "off";
   auto model = model::load_model(*path, &backend);
   if (!model) return model.status();
   lm.model = std::move(model).value();
@@ -38,6 +53,13 @@ Result<LoadedModel> load_model(const std::string& spec, const std::string& cache
 
 std::string kernel_report(const model::Model& m) {
   std::string out = "dspark: backend " + m.backend().name() + "\n", slow;
+  size_t copies = 0;
+  for (const kernels::Buffer& b : m.weights().prepared) copies += b.bytes();
+  const size_t screen = m.argmax_head() ? m.argmax_head()->bytes() : 0;  // its Q5_0 screen (packed or not) and bounds
+  char cb[160];
+  std::snprintf(cb, sizeof cb, "dspark: weight copies made at load: %.1f MB of packed matrices, %.1f MB greedy-head screen\n",
+                (double)copies / 1e6, (double)screen / 1e6);
+  out += cb;
   char mb[32];
   for (const model::KernelUse& u : model::kernel_use(m.weights(), m.backend())) {
     std::snprintf(mb, sizeof mb, "%.1f MB", (double)u.bytes / 1e6);

@@ -6,6 +6,7 @@
 
 #include "core/status.h"
 #include "model/model.h"
+#include "runtime/kernel_plan_file.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -13,6 +14,7 @@ namespace dspark::runtime {
 
 struct LoadedModel {
   std::string path;
+  TargetBackend backend;  // owns a planned backend (declared before the model, so it outlives it)
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   tokenizer::ChatTemplate chat;  // the model's chat template (or --chat-template's)
@@ -22,6 +24,10 @@ struct LoadedModel {
 // backend: a --backend value ("" / "auto" = kernels::default_backend()).
 Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag,
                                const std::string& chat_template = "", const std::string& backend = "");
+// The same with --backend and --kernel-plan (runtime/kernel_plan_file.h): the model runs on the
+// planned backend when it gets a plan (one line on stderr when a plan file is rejected).
+Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template,
+                               const BackendFlags& flags);
 // The same on a given backend (it must outlive the model), e.g. a kernels::ProfilingBackend.
 Result<LoadedModel> load_model(const std::string& spec, const std::string& cache_flag, const std::string& chat_template,
                                const kernels::Backend& backend);

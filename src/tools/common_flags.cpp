@@ -12,11 +12,16 @@ void add_model_flags(Args& args, std::string* model, std::string* cache, std::st
              "gemma|chatml|llama3: chat template to use (default: detected from the GGUF's tokenizer.chat_template)");
 }
 
-void add_backend_flag(Args& args, std::string* backend) {
+void add_backend_flag(Args& args, std::string* backend, std::string* kernel_plan) {
   std::string names = "auto";
   for (const kernels::BackendInfo& b : kernels::backends())
     if (b.available()) names += std::string("|") + b.name;
   args.add("--backend", backend, names + ": compute backend of the target (auto = the first: the CPU's best kernels)");
+  if (kernel_plan)
+    args.add("--kernel-plan", kernel_plan,
+             "auto|off|FILE: on the auto CPU backend, run each weight type at each token count on the matmul path\n"
+             "timed fastest on this CPU (planned at the first load, well under a second; kept under the cache dir,\n"
+             "or in FILE); off = the fixed rule");
 }
 
 void add_verbose_flag(Args& args, bool* verbose) {

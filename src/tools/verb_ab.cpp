@@ -90,9 +90,9 @@ int verb_ab(int argc, char** argv) {
       "  (same tokens; measures that head), e.g. --arm sfull=serial,lm-head=full\n"
       "e.g. --a serial --b draft-kind=ngram,num-draft-tokens=3\n"
       "     --a draft-model=ckpt_v1 --b draft-model=ckpt_v2,draft-threshold=0.3");
-  std::string backend;
+  std::string backend, kernel_plan = "auto";
   add_model_flags(args, &model_spec, &cache, &chat_template);
-  add_backend_flag(args, &backend);
+  add_backend_flag(args, &backend, &kernel_plan);
   add_verbose_flag(args, &verbose);
   args.add("--a", &spec_a, "arm A (the baseline): SPEC");
   args.add("--b", &spec_b, "arm B: SPEC");
@@ -171,7 +171,8 @@ int verb_ab(int argc, char** argv) {
   s.bootstrap.seed = s.sampler.seed;
   s.rule = {.min_accept_delta_pts = min_accept, .min_speed_ratio = min_speed};
 
-  auto lm = load_model(model_spec, cache, chat_template, backend);
+  auto lm = load_model(model_spec, cache, chat_template,
+                       BackendFlags{backend, kernel_plan, (int)threads, model::SessionOptions{}.max_batch});
   if (!lm) return bad(lm.message());
   if (verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   if (n_ctx > lm->model->config().n_ctx_train)

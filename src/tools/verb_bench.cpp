@@ -30,6 +30,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int64_t kBenchMaxBatch = 512;  // the session's forward chunk, and the kernel plan's last bucket
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -103,9 +105,9 @@ int verb_bench(int argc, char** argv) {
             "With --temp > 0 each repeat also decodes the same prompt sampled (greedy and sampled alternate\n"
             "which runs first), and the time of one sampled row (softmax, truncation, draw) is reported\n"
             "apart from the forward.");
-  std::string backend, lm_head = "argmax";
+  std::string backend, kernel_plan = "auto", lm_head = "argmax";
   add_model_flags(args, &model_spec, &cache, &chat_template);
-  add_backend_flag(args, &backend);
+  add_backend_flag(args, &backend, &kernel_plan);
   add_verbose_flag(args, &verbose);
   args.add("--n-prompt,-p", &n_prompt, "prefill length in tokens (0 = skip)", 0, 1 << 16);
   args.add("--n-gen,-n", &n_gen, "decode length in tokens (0 = skip)", 0, 1 << 16);
@@ -145,12 +147,16 @@ int verb_bench(int argc, char** argv) {
       return kExitBadInput;
     }
   }
-  auto be = kernels::find_backend(backend);
-  if (!be) { std::fprintf(stderr, "dspark bench: %s\n", be.message().c_str()); return kExitBadInput; }
-  const kernels::ProfilingBackend prof(**be);  // used only with --profile
-  auto lm = load_model(model_spec, cache, chat_template, profile ? prof : **be);
+  // The target's backend (with its kernel plan) first, so --profile can wrap it.
+  auto model_path = resolve_model_path(model_spec, resolve_cache_dir(cache));
+  if (!model_path) { std::fprintf(stderr, "dspark bench: %s\n", model_path.message().c_str()); return kExitBadInput; }
+  auto tb = target_backend(*model_path, resolve_cache_dir(cache),
+                           BackendFlags{backend, kernel_plan, (int)threads, kBenchMaxBatch});
+  if (!tb) { std::fprintf(stderr, "dspark bench: %s\n", tb.message().c_str()); return kExitBadInput; }
+  const kernels::ProfilingBackend prof(*tb->backend);  // used only with --profile
+  auto lm = load_model(*model_path, cache, chat_template, profile ? prof : *tb->backend);
   if (!lm) { std::fprintf(stderr, "dspark bench: %s\n", lm.message().c_str()); return kExitBadInput; }
-  if (verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
+  if (verbose) std::fputs((runtime::plan_report(*tb) + runtime::kernel_report(*lm->model)).c_str(), stderr);
   if (spec_mode) {
     sopt.n_gen = n_gen;
     sopt.n_prompts = n_spec_prompts;
@@ -166,7 +172,7 @@ int verb_bench(int argc, char** argv) {
   const int64_t n_vocab = model.config().n_vocab;
   const int64_t n_ctx = std::max<int64_t>({n_prompt, 8 + n_gen, curve ? curve_ctx + curve_max : 0}) + 8;
   ThreadPool pool((int)threads);
-  model::Session s(model, model::SessionOptions{.n_ctx = n_ctx, .max_batch = 512}, &pool);
+  model::Session s(model, model::SessionOptions{.n_ctx = n_ctx, .max_batch = kBenchMaxBatch}, &pool);
   const model::ForwardOptions last{model::LogitsMode::kLast, {}};
 
   std::vector<double> pp_tok_s, tg_tok_s, tg_full_tok_s, tg_sampled_tok_s, row_ms;
@@ -282,6 +288,8 @@ int verb_bench(int argc, char** argv) {
                       {"prefill_runs_tok_s", pp_tok_s}, {"decode_runs_tok_s", tg_tok_s},
                       {"peak_rss_bytes", peak_rss_bytes()}, {"kv_cache_bytes", s.kv().bytes()}};
   j["lm_head"] = lm_head;
+  j["backend"] = model.backend().name();
+  j["kernel_plan"] = tb->plan_status;
   j["argmax_head"] = model.argmax_head() != nullptr;
   if (model.argmax_head()) {
     const model::ArgmaxScratch& as = s.argmax_stats();

@@ -34,9 +34,9 @@ int verb_generate(int argc, char** argv) {
             "speeds go to stderr (or everything as one JSON object with --json). With a drafter the\n"
             "output is the same (temperature 0) or identically distributed (temperature > 0), and the\n"
             "speculative telemetry is reported too.");
-  std::string backend;
+  std::string backend, kernel_plan = "auto";
   add_model_flags(args, &model_spec, &cache, &chat_template);
-  add_backend_flag(args, &backend);
+  add_backend_flag(args, &backend, &kernel_plan);
   add_verbose_flag(args, &verbose);
   args.add("--prompt,-p", &prompt, "prompt text");
   args.add("--prompt-file,-f", &prompt_file, "read the prompt from a file");
@@ -71,7 +71,8 @@ int verb_generate(int argc, char** argv) {
     std::fprintf(stderr, "dspark generate: no prompt (use -p TEXT or -f FILE)\n");
     return kExitBadInput;
   }
-  auto lm = load_model(model_spec, cache, chat_template, backend);
+  auto lm = load_model(model_spec, cache, chat_template,
+                       BackendFlags{backend, kernel_plan, (int)threads, model::SessionOptions{}.max_batch});
   if (!lm) { std::fprintf(stderr, "dspark generate: %s\n", lm.message().c_str()); return kExitBadInput; }
   if (verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   const model::ModelConfig& cfg = lm->model->config();

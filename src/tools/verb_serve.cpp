@@ -102,9 +102,9 @@ int verb_serve(int argc, char** argv) {
             "and a chat page at /. Every slot decodes speculatively with its own drafter (default: the\n"
             "model's shipped DSpark drafter, else n-gram); answers equal serial decoding at temperature 0.\n"
             "See docs/SERVE.md.");
-  std::string backend;
+  std::string backend, kernel_plan = "auto";
   add_model_flags(args, &model_spec, &cache, &chat_template);
-  add_backend_flag(args, &backend);
+  add_backend_flag(args, &backend, &kernel_plan);
   add_spec_flags(args, &spec_flags);
   args.add("--host", &host, "address to listen on (default: localhost only)");
   args.add("--port", &port, "TCP port (0: any free port, printed at start)", 0, 65535);
@@ -142,7 +142,8 @@ int verb_serve(int argc, char** argv) {
   auto cors_origins = parse_origins(cors);
   if (!cors_origins) { std::fprintf(stderr, "dspark serve: %s\n", cors_origins.message().c_str()); return kExitBadInput; }
 
-  auto lm = load_model(model_spec, cache, chat_template, backend);
+  auto lm = load_model(model_spec, cache, chat_template,
+                       BackendFlags{backend, kernel_plan, (int)threads, model::SessionOptions{}.max_batch});
   if (!lm) { std::fprintf(stderr, "dspark serve: %s\n", lm.message().c_str()); return kExitBadInput; }
   if (verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   const model::ModelConfig& cfg = lm->model->config();

@@ -108,59 +108,64 @@ void matmul_scalar(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t
   });
 }
 
-// The kernel set matmul() runs for w on isa (already capped by the CPU's): packed tiles where the
-// matrix has a packed copy the ISA runs, else the ISA's kernels for the type; none: the scalar path.
+// A path that runs w over n tokens on isa (already capped by the CPU's) and its kernel set.
 struct Choice {
   cpu::KernelSet ks;
-  bool have = false;
-  bool packed = false;
+  KernelPath path = KernelPath::kScalar;
 };
 
-Choice choose_kernels(const QMatrix& w, Isa isa) {
-  Choice c;
-  c.packed = w.packed && pack_supported(w.type, isa) && w.packed_rows == packed_group_rows(w.type, isa);
-  if (c.packed) {
-    c.have = w.packed_rows == 16 ? cpu::packed16_kernels_avx512(w.type, &c.ks) : cpu::packed_kernels_avx2(w.type, &c.ks);
-    DSPARK_CHECK(c.have);
+bool amx_runs(const QMatrix& w, Isa isa, bool allow_amx) {
+  return isa == Isa::kAvx512 && allow_amx && w.data && cpu::amx_supports(w.type) && cpu::amx_usable();
+}
+
+// Fills c for `want` when it can run w with n tokens on isa; false (c untouched) otherwise.
+bool try_path(const QMatrix& w, Isa isa, KernelPath want, int64_t n, Choice* c) {
+  cpu::KernelSet ks;
+  bool ok = false;
+  switch (want) {
+    case KernelPath::kPacked16:
+      ok = isa == Isa::kAvx512 && w.packed && w.packed_rows == 16 && cpu::packed16_kernels_avx512(w.type, &ks);
+      break;
+    case KernelPath::kPacked8:
+      ok = isa >= Isa::kAvx2 && w.packed && w.packed_rows == 8 && cpu::packed_kernels_avx2(w.type, &ks);
+      break;
+    case KernelPath::kAmx:
+      ok = n >= cpu::amx_min_tokens(w.type) && amx_runs(w, isa, true) && cpu::kernels_avx512(w.type, &ks);
+      break;
+    case KernelPath::kAvx512: ok = isa == Isa::kAvx512 && w.data && cpu::kernels_avx512(w.type, &ks); break;
+    case KernelPath::kAvx2: ok = isa >= Isa::kAvx2 && w.data && cpu::kernels_avx2(w.type, &ks); break;
+    case KernelPath::kScalar: ok = w.data != nullptr; break;
   }
-  if (!c.have && isa == Isa::kAvx512) c.have = cpu::kernels_avx512(w.type, &c.ks);
-  if (!c.have && isa >= Isa::kAvx2) c.have = cpu::kernels_avx2(w.type, &c.ks);
+  if (ok) *c = Choice{ks, want};
+  return ok;
+}
+
+// Today's rule (default_path), resolved to a kernel set.
+Choice choose_default(const QMatrix& w, Isa isa, bool allow_amx, int64_t n) {
+  Choice c;
+  const bool packed = w.packed && pack_supported(w.type, isa) && w.packed_rows == packed_group_rows(w.type, isa);
+  if (packed) {
+    const bool have = try_path(w, isa, w.packed_rows == 16 ? KernelPath::kPacked16 : KernelPath::kPacked8, n, &c);
+    DSPARK_CHECK(have);
+    return c;
+  }
+  if (allow_amx && n >= cpu::amx_min_tokens(w.type) && try_path(w, isa, KernelPath::kAmx, n, &c)) return c;
+  if (try_path(w, isa, KernelPath::kAvx512, n, &c) || try_path(w, isa, KernelPath::kAvx2, n, &c)) return c;
+  c.path = KernelPath::kScalar;
   return c;
 }
 
-bool amx_runs(const QMatrix& w, Isa isa, bool packed, bool allow_amx) {
-  return !packed && isa == Isa::kAvx512 && allow_amx && cpu::amx_supports(w.type) && cpu::amx_usable();
-}
-
-}  // namespace
-
-MatmulPath matmul_path(const QMatrix& w, Isa isa, bool allow_amx) {
-  isa = std::min(isa, detect_isa());
-  const Choice c = choose_kernels(w, isa);
-  if (!c.have)
-    return {isa == Isa::kScalar ? std::string("scalar reference kernels")
-                                : std::string("scalar reference (no ") + isa_name(isa) + " kernel for " + dtype_name(w.type) + ")",
-            false};
-  std::string k = c.packed ? std::string("packed x") + std::to_string(w.packed_rows) + " tiles, " + isa_name(isa)
-                           : std::string(isa_name(isa)) + " kernels";
-  if (amx_runs(w, isa, c.packed, allow_amx))
-    k += ", AMX-INT8 from " + std::to_string(cpu::amx_min_tokens(w.type)) + " tokens";
-  return {k, true};
-}
-
-void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy) {
-  if (n_tokens <= 0 || w.n_rows <= 0) return;
-  DSPARK_CHECK(w.n_cols % dtype_info(w.type).block_elems == 0);
-  const Isa isa = std::min(ctx.isa, detect_isa());  // never run code the CPU lacks
-  const Choice choice = choose_kernels(w, isa);
-  const cpu::KernelSet& ks = choice.ks;
-  const bool packed = choice.packed;
-  if (!choice.have) {
+// Runs a resolved choice.
+void run_choice(MatmulContext& ctx, const Choice& choice, const QMatrix& w, const float* x, int64_t n_tokens, float* y,
+                int64_t ldy) {
+  if (choice.path == KernelPath::kScalar) {
+    DSPARK_CHECK(w.data != nullptr);  // packed-only matrices: callers check packed_usable
     matmul_scalar(ctx, w, x, n_tokens, y, ldy);
     return;
   }
+  const cpu::KernelSet& ks = choice.ks;
   const cpu::ActLayout L = cpu::act_layout(ks.act, w.n_cols);
-  if (n_tokens >= cpu::amx_min_tokens(w.type) && amx_runs(w, isa, packed, ctx.allow_amx)) {
+  if (choice.path == KernelPath::kAmx) {
     const int64_t n_pad = (n_tokens + cpu::kAmxTokenPad - 1) / cpu::kAmxTokenPad * cpu::kAmxTokenPad;
     uint8_t* buf = scratch(ctx, L.stride * (size_t)n_pad);
     for_tokens(ctx, n_tokens, [&](int64_t t) {
@@ -171,7 +176,6 @@ void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_toke
     for_rows(ctx, w.n_rows, [&](int64_t r0, int64_t r1) { cpu::gemm_amx(w, r0, r1, buf, L, n_tokens, y, ldy); });
     return;
   }
-  DSPARK_CHECK(w.data != nullptr || packed);  // packed-only matrices: callers check packed_usable
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   if (ks.quantize) {
     uint8_t* buf = scratch(ctx, L.stride * (size_t)n_tokens);
@@ -179,6 +183,56 @@ void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_toke
     act = buf;
   }
   for_rows(ctx, w.n_rows, [&](int64_t r0, int64_t r1) { ks.gemm(w, r0, r1, act, L, n_tokens, y, ldy); });
+}
+
+}  // namespace
+
+const char* kernel_path_name(KernelPath p) {
+  switch (p) {
+    case KernelPath::kScalar: return "scalar";
+    case KernelPath::kAvx2: return "avx2";
+    case KernelPath::kAvx512: return "avx512";
+    case KernelPath::kPacked8: return "packed8";
+    case KernelPath::kPacked16: return "packed16";
+    case KernelPath::kAmx: return "amx";
+  }
+  return "unknown";
+}
+
+KernelPath default_path(const QMatrix& w, Isa isa, bool allow_amx, int64_t n_tokens) {
+  return choose_default(w, std::min(isa, detect_isa()), allow_amx, n_tokens).path;
+}
+
+MatmulPath matmul_path(const QMatrix& w, Isa isa, bool allow_amx) {
+  isa = std::min(isa, detect_isa());
+  const Choice c = choose_default(w, isa, false, 1);
+  if (c.path == KernelPath::kScalar)
+    return {isa == Isa::kScalar ? std::string("scalar reference kernels")
+                                : std::string("scalar reference (no ") + isa_name(isa) + " kernel for " + dtype_name(w.type) + ")",
+            false};
+  const bool packed = c.path == KernelPath::kPacked16 || c.path == KernelPath::kPacked8;
+  std::string k = packed ? std::string("packed x") + std::to_string(w.packed_rows) + " tiles, " + isa_name(isa)
+                         : std::string(isa_name(isa)) + " kernels";
+  if (!packed && amx_runs(w, isa, allow_amx))
+    k += ", AMX-INT8 from " + std::to_string(cpu::amx_min_tokens(w.type)) + " tokens";
+  return {k, true};
+}
+
+void matmul(MatmulContext& ctx, const QMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t ldy) {
+  if (n_tokens <= 0 || w.n_rows <= 0) return;
+  DSPARK_CHECK(w.n_cols % dtype_info(w.type).block_elems == 0);
+  const Isa isa = std::min(ctx.isa, detect_isa());  // never run code the CPU lacks
+  run_choice(ctx, choose_default(w, isa, ctx.allow_amx, n_tokens), w, x, n_tokens, y, ldy);
+}
+
+void matmul_on(MatmulContext& ctx, KernelPath path, const QMatrix& w, const float* x, int64_t n_tokens, float* y,
+               int64_t ldy) {
+  if (n_tokens <= 0 || w.n_rows <= 0) return;
+  DSPARK_CHECK(w.n_cols % dtype_info(w.type).block_elems == 0);
+  const Isa isa = std::min(ctx.isa, detect_isa());
+  Choice c;
+  if (!try_path(w, isa, path, n_tokens, &c)) c = choose_default(w, isa, ctx.allow_amx, n_tokens);
+  run_choice(ctx, c, w, x, n_tokens, y, ldy);
 }
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) { dequantize_row_ref(type, src, dst, n); }

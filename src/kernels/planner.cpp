@@ -1,0 +1,155 @@
+// The kernel planner (kernels/planner.h): timing rounds over the candidates, and the real timer.
+#include "kernels/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "core/rng.h"
+#include "kernels/packed.h"
+#include "kernels/ref/ref.h"
+
+namespace dspark::kernels {
+
+Result<KernelPlan> make_plan(const PlanRequest& req, PlanTimer& timer) {
+  if (req.chunk <= 16) return Status::error("kernel plan: the prefill chunk must exceed 16 tokens");
+  KernelPlan shape;  // for bucket_tokens
+  shape.chunk = req.chunk;
+  std::vector<PlanTiming> timings;
+  for (DType t : req.types) {
+    for (int b = 0; b < kPlanBuckets; ++b) {
+      const int64_t n = shape.bucket_tokens(b);
+      const std::vector<KernelPath> cands = candidate_paths(t, n, req.caps);
+      if (cands.size() < 2) continue;  // nothing to choose
+      std::vector<double> best(cands.size(), std::numeric_limits<double>::infinity());
+      for (int r = 0; r < std::max(1, req.rounds); ++r)
+        for (size_t i = 0; i < cands.size(); ++i) {
+          auto ms = timer.run_ms(t, cands[i], n);
+          if (!ms) return ms.status();
+          best[i] = std::min(best[i], *ms);
+        }
+      for (size_t i = 0; i < cands.size(); ++i) timings.push_back({t, n, cands[i], best[i]});
+    }
+  }
+  KernelPlan plan = decide_plan(req.caps, req.chunk, req.types, timings, req.margin);
+  plan.threads = req.threads;
+  for (TypePlan& tp : plan.types) {
+    tp.rows_timed = timer.rows_timed(tp.type, 1);
+    tp.cols_timed = timer.cols_timed(tp.type);
+  }
+  return plan;
+}
+
+// One type's matrix and its two slices (0: n <= 16, 1: the chunk), each with packed copies made on
+// first use (index: 0 x8, 1 x16) and a record of which paths have run once (warm-up).
+struct MatmulPlanTimer::Slot {
+  DType type = DType::F32;
+  QMatrix full;
+  std::vector<uint8_t> synthetic;  // the bytes of a matrix the file does not hold
+  struct Slice {
+    QMatrix m;
+    std::vector<uint8_t> packed[2];
+    bool warm[kNumKernelPaths] = {};
+  } slice[2];
+};
+
+namespace {
+
+int64_t slice_rows(const QMatrix& m, bool chunk) {
+  const int64_t want = chunk ? MatmulPlanTimer::kChunkSliceElems / std::max<int64_t>(1, m.n_cols)
+                             : (int64_t)(MatmulPlanTimer::kSmallSliceBytes / std::max<size_t>(1, m.row_stride));
+  return std::min(m.n_rows, std::max<int64_t>(64, want / 64 * 64));
+}
+
+}  // namespace
+
+MatmulPlanTimer::MatmulPlanTimer(std::vector<PlanMatrix> mats, int threads, int64_t chunk)
+    : pool_(std::max(1, threads)), chunk_(chunk) {
+  ctx_.isa = detect_isa();
+  ctx_.pool = &pool_;
+  int64_t max_cols = 0, max_rows = 0;
+  Rng rng(20261206);
+  for (PlanMatrix& pm : mats) {
+    auto s = std::make_unique<Slot>();
+    s->type = pm.m.type;
+    s->full = pm.m;
+    if (!s->full.data) {  // synthetic: the rows the larger slice needs, quantized from uniform noise
+      s->full.row_stride = row_bytes(s->type, s->full.n_cols);
+      const int64_t rows = std::max(slice_rows(s->full, false), slice_rows(s->full, true));
+      s->synthetic.resize(s->full.row_stride * (size_t)rows);
+      std::vector<float> v((size_t)s->full.n_cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (float& e : v) e = (float)(rng.uniform() * 2.0 - 1.0);
+        quantize_row_ref(s->type, v.data(), s->synthetic.data() + s->full.row_stride * (size_t)r, s->full.n_cols);
+      }
+      s->full.data = s->synthetic.data();
+      s->full.n_rows = rows;
+    }
+    for (int c = 0; c < 2; ++c) {
+      s->slice[c].m = s->full;
+      s->slice[c].m.n_rows = slice_rows(s->full, c == 1);
+      s->slice[c].m.packed = nullptr;
+      max_rows = std::max(max_rows, s->slice[c].m.n_rows);
+    }
+    max_cols = std::max(max_cols, s->full.n_cols);
+    slots_.push_back(std::move(s));
+  }
+  x_.resize((size_t)(chunk * max_cols));
+  for (float& e : x_) e = (float)(rng.uniform() * 2.0 - 1.0);
+  y_.resize((size_t)(chunk * max_rows));
+}
+
+MatmulPlanTimer::~MatmulPlanTimer() = default;
+
+MatmulPlanTimer::Slot* MatmulPlanTimer::slot(DType t) {
+  for (auto& s : slots_)
+    if (s->type == t) return s.get();
+  return nullptr;
+}
+const MatmulPlanTimer::Slot* MatmulPlanTimer::slot(DType t) const {
+  for (const auto& s : slots_)
+    if (s->type == t) return s.get();
+  return nullptr;
+}
+
+int64_t MatmulPlanTimer::rows_timed(DType t, int64_t n) const {
+  const Slot* s = slot(t);
+  return s ? s->slice[n > 16 ? 1 : 0].m.n_rows : 0;
+}
+int64_t MatmulPlanTimer::cols_timed(DType t) const {
+  const Slot* s = slot(t);
+  return s ? s->full.n_cols : 0;
+}
+
+Result<double> MatmulPlanTimer::run_ms(DType t, KernelPath p, int64_t n) {
+  Slot* s = slot(t);
+  if (!s) return Status::error(std::string("kernel plan: no matrix of type ") + dtype_name(t) + " to time");
+  if (n > chunk_) return Status::error("kernel plan: " + std::to_string(n) + " tokens exceed the chunk");
+  const std::vector<KernelPath> here = candidate_paths(t, n, detect_plan_caps());
+  if (std::find(here.begin(), here.end(), p) == here.end())
+    return Status::error(std::string("kernel plan: this CPU cannot run ") + kernel_path_name(p) + " for " + dtype_name(t) +
+                         " at " + std::to_string(n) + " tokens");
+  Slot::Slice& sl = s->slice[n > 16 ? 1 : 0];
+  QMatrix w = sl.m;
+  if (const int rows = path_packed_rows(p)) {
+    std::vector<uint8_t>& copy = sl.packed[rows == 16 ? 1 : 0];
+    if (copy.empty()) {
+      copy.resize(packed_bytes(w, rows));
+      pack(w, rows, copy.data());
+    }
+    w.packed = copy.data();
+    w.packed_rows = rows;
+    w.data = nullptr;  // the packed path or nothing: a silent fallback would time the wrong kernel
+  }
+  using Clock = std::chrono::steady_clock;
+  if (!sl.warm[(int)p]) {
+    matmul_on(ctx_, p, w, x_.data(), n, y_.data(), w.n_rows);
+    sl.warm[(int)p] = true;
+  }
+  const auto t0 = Clock::now();
+  matmul_on(ctx_, p, w, x_.data(), n, y_.data(), w.n_rows);
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace dspark::kernels

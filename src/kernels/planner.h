@@ -1,0 +1,72 @@
+// The kernel planner: times the candidate paths (kernels/plan.h) of each weight type at each
+// bucket's token count and hands the timings to decide_plan. The timer is an interface so the
+// whole planning run is unit-tested with made-up timings for any CPU class; MatmulPlanTimer is the
+// real one, over a slice of a real matrix of the model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+#include "kernels/plan.h"
+
+namespace dspark::kernels {
+
+class PlanTimer {
+ public:
+  virtual ~PlanTimer() = default;
+  // ms of one matmul of type t's timed matrix over n tokens on path p (one run; the planner
+  // repeats and keeps the best). rows / cols: the matrix timed, for reports.
+  virtual Result<double> run_ms(DType t, KernelPath p, int64_t n) = 0;
+  virtual int64_t rows_timed(DType t, int64_t n) const = 0;
+  virtual int64_t cols_timed(DType t) const = 0;
+};
+
+struct PlanRequest {
+  PlanCaps caps;
+  int64_t chunk = 512;  // prefill chunk (the last bucket), > 16
+  int threads = 1;
+  std::vector<DType> types;
+  double margin = 0.03;
+  int rounds = 3;       // runs per (type, n, path), interleaved over the paths; the best counts
+};
+
+// Times every candidate of every (type, bucket) with at least two candidates (rounds x, the paths
+// of one bucket interleaved so a slow moment of the machine hits them alike), then decide_plan.
+Result<KernelPlan> make_plan(const PlanRequest& req, PlanTimer& timer);
+
+// A matrix of the model to time for one type: [n_rows, n_cols] of that type; data == nullptr means
+// a matrix made at load that the file does not hold (the greedy head's Q5_0 screen,
+// model/argmax_head.h): timed on synthetic blocks of that shape (the kernels' speed does not
+// depend on the values).
+struct PlanMatrix {
+  QMatrix m;
+};
+
+// The real timer: for n <= 16 a slice of up to kSmallSliceBytes of the matrix's first rows (decode
+// streams weights: bytes matter), for the chunk up to kChunkSliceElems weights (compute matters),
+// both multiples of 64 rows; packed copies of the slices made on first use; activations random.
+class MatmulPlanTimer final : public PlanTimer {
+ public:
+  static constexpr size_t kSmallSliceBytes = (size_t)4 << 20;
+  static constexpr int64_t kChunkSliceElems = (int64_t)1 << 18;
+  MatmulPlanTimer(std::vector<PlanMatrix> mats, int threads, int64_t chunk);
+  ~MatmulPlanTimer() override;
+  Result<double> run_ms(DType t, KernelPath p, int64_t n) override;
+  int64_t rows_timed(DType t, int64_t n) const override;
+  int64_t cols_timed(DType t) const override;
+
+ private:
+  struct Slot;
+  Slot* slot(DType t);
+  const Slot* slot(DType t) const;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  ThreadPool pool_;
+  MatmulContext ctx_;
+  std::vector<float> x_, y_;
+  int64_t chunk_;
+};
+
+}  // namespace dspark::kernels
