@@ -50,27 +50,12 @@ class CpuBackend final : public Backend {
   // The parts' rows packed one after another into one packed-only matrix (row groups never straddle
   // two parts: each part has a multiple of the group's 8 or 16 rows).
   bool fused_weight(std::span<const QMatrix* const> parts, QMatrix* out, Buffer* storage) const override {
-    if (parts.empty()) return false;
-    const QMatrix& first = *parts[0];
-    const int group = packed_group_rows(first.type, isa_);
-    int64_t rows = 0;
-    size_t bytes = 0;
-    for (const QMatrix* m : parts) {
-      if (!m->data || m->packed || m->type != first.type || m->n_cols != first.n_cols || m->n_rows % group != 0 ||
-          !pack_supported(m->type, isa_))
-        return false;
-      rows += m->n_rows;
-      bytes += packed_bytes(*m, group);
-    }
+    if (parts.empty() || !pack_supported(parts[0]->type, isa_)) return false;
+    const int group = packed_group_rows(parts[0]->type, isa_);
+    const size_t bytes = fused_packed_bytes(parts, group);
+    if (bytes == 0) return false;
     *storage = alloc(bytes);
-    auto* dst = static_cast<uint8_t*>(storage->data());
-    for (const QMatrix* m : parts) {
-      pack(*m, group, dst);
-      dst += packed_bytes(*m, group);
-    }
-    *out = QMatrix{first.type, rows, first.n_cols, nullptr, first.row_stride};
-    out->packed = static_cast<const uint8_t*>(storage->data());
-    out->packed_rows = group;
+    *out = pack_fused(parts, group, static_cast<uint8_t*>(storage->data()));
     return true;
   }
 

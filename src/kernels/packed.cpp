@@ -36,6 +36,33 @@ size_t packed_record_bytes(DType type, int group_rows) {
   return (size_t)group_rows * dtype_info(packed_record_type(type)).block_bytes;
 }
 
+size_t fused_packed_bytes(std::span<const QMatrix* const> parts, int group_rows) {
+  if (parts.empty() || group_rows <= 0) return 0;
+  const QMatrix& first = *parts[0];
+  size_t bytes = 0;
+  for (const QMatrix* m : parts) {
+    if (!m->data || m->packed || m->type != first.type || m->n_cols != first.n_cols || m->n_rows % group_rows != 0)
+      return 0;
+    bytes += packed_bytes(*m, group_rows);
+  }
+  return bytes;
+}
+
+QMatrix pack_fused(std::span<const QMatrix* const> parts, int group_rows, uint8_t* dst) {
+  const QMatrix& first = *parts[0];
+  int64_t rows = 0;
+  const uint8_t* start = dst;
+  for (const QMatrix* m : parts) {
+    pack(*m, group_rows, dst);
+    dst += packed_bytes(*m, group_rows);
+    rows += m->n_rows;
+  }
+  QMatrix out{first.type, rows, first.n_cols, nullptr, first.row_stride};
+  out.packed = start;
+  out.packed_rows = group_rows;
+  return out;
+}
+
 size_t packed_bytes(const QMatrix& w, int group_rows) {
   const auto& info = dtype_info(packed_record_type(w.type));
   return (size_t)((w.n_rows + group_rows - 1) / group_rows) * (size_t)(w.n_cols / info.block_elems) *

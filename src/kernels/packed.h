@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 #include "kernels/kernels.h"
@@ -70,6 +71,14 @@ size_t packed_bytes(const QMatrix& w, int group_rows = 8);
 // Writes the packed copy of w (pack_supported type) with group_rows (8, or 16 for Q8_0 records) rows
 // per group to dst[packed_bytes(w, group_rows)]. Portable code.
 void pack(const QMatrix& w, int group_rows, uint8_t* dst);
+
+// Several matrices of one type and width packed one after another into one packed-only matrix
+// (data == nullptr) of group_rows-row records; row groups never straddle two parts.
+// fused_packed_bytes: the bytes it takes, 0 when the parts cannot be fused (none given, a part
+// already packed or without data, another type or width, rows not a multiple of group_rows).
+size_t fused_packed_bytes(std::span<const QMatrix* const> parts, int group_rows);
+// Writes the fused copy to dst[fused_packed_bytes(parts, group_rows)] and returns the matrix over it.
+QMatrix pack_fused(std::span<const QMatrix* const> parts, int group_rows, uint8_t* dst);
 
 // The packed copy matmul runs on `isa` (pack_supported(w->type, isa)): writes it to
 // dst[packed_bytes(*w, packed_group_rows(w->type, isa))] and points w->packed / w->packed_rows at it.

@@ -22,25 +22,10 @@ bool PlannedCpuBackend::fused_weight(std::span<const QMatrix* const> parts, QMat
   const QMatrix& first = *parts[0];
   const TypePlan* tp = plan_.find(first.type);
   if (!tp) return in_.fused_weight(parts, out, storage);
-  const int group = tp->packed_rows;
-  if (group == 0) return false;
-  int64_t rows = 0;
-  size_t bytes = 0;
-  for (const QMatrix* m : parts) {
-    if (!m->data || m->packed || m->type != first.type || m->n_cols != first.n_cols || m->n_rows % group != 0)
-      return false;
-    rows += m->n_rows;
-    bytes += packed_bytes(*m, group);
-  }
+  const size_t bytes = fused_packed_bytes(parts, tp->packed_rows);
+  if (bytes == 0) return false;
   *storage = alloc(bytes);
-  auto* dst = static_cast<uint8_t*>(storage->data());
-  for (const QMatrix* m : parts) {
-    pack(*m, group, dst);
-    dst += packed_bytes(*m, group);
-  }
-  *out = QMatrix{first.type, rows, first.n_cols, nullptr, first.row_stride};
-  out->packed = static_cast<const uint8_t*>(storage->data());
-  out->packed_rows = group;
+  *out = pack_fused(parts, tp->packed_rows, static_cast<uint8_t*>(storage->data()));
   return true;
 }
 
