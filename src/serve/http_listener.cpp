@@ -164,6 +164,14 @@ void HttpListener::serve_connection(int fd) {
     const ParseResult r = parse_http_request(buf, opt_.limits, &req);
     if (r.state == ParseState::kIncomplete) {
       if (r.head_done && req.expect_continue && !sent_continue) {
+        if (head_check_) {
+          if (std::optional<HttpReply> early = head_check_(req)) {
+            size_t bytes = 0;
+            write_reply(fd, conn, &req, *early, false, &bytes);
+            logger_(&req, early->status, bytes);
+            break;
+          }
+        }
         sent_continue = true;
         if (!send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n")) break;
       }

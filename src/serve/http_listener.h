@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -84,7 +85,12 @@ class HttpListener {
   // After each answered request (req = nullptr for a request that could not be parsed).
   using Logger = std::function<void(const HttpRequest* req, int status, size_t body_bytes)>;
 
+  // Asked when a request's head has arrived with `Expect: 100-continue`, before 100 Continue is
+  // sent: a reply here is the final answer (the body is never read, the connection closes).
+  using HeadCheck = std::function<std::optional<HttpReply>(const HttpRequest& head)>;
+
   HttpListener(HttpListenerOptions opt, Handler handler, ErrorBody error_body, Logger logger);
+  void set_head_check(HeadCheck check) { head_check_ = std::move(check); }  // before run()
   ~HttpListener();
 
   Status bind();  // errors name host:port
@@ -102,6 +108,7 @@ class HttpListener {
   Handler handler_;
   ErrorBody error_body_;
   Logger logger_;
+  HeadCheck head_check_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // stop() writes a byte to wake the accept loop
   int port_ = 0;

@@ -143,6 +143,12 @@ HttpServer::HttpServer(const HttpOptions& opt, const ServedModel& model, const D
           std::fprintf(stderr, "%s %s %d %zu bytes\n", req ? req->method.c_str() : "-", req ? req->path.c_str() : "-",
                        status, bytes);
       });
+  // A client that waits for 100 Continue learns of a missing or wrong key before sending its body.
+  listener_->set_head_check([this](const HttpRequest& head) {
+    std::optional<HttpReply> r = unauthorized(head);
+    if (r) add_cors(head, &*r);
+    return r;
+  });
 }
 
 HttpServer::~HttpServer() = default;
@@ -197,6 +203,15 @@ void HttpServer::add_cors(const HttpRequest& req, HttpReply* reply) const {
   }
 }
 
+std::optional<HttpReply> HttpServer::unauthorized(const HttpRequest& req) const {
+  const bool open = req.path == "/" || req.path == "/health";
+  if (open || authorized(req.header("authorization"), opt_.api_key)) return std::nullopt;
+  HttpReply r = error_reply({401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'",
+                             "invalid_request_error", "", "invalid_api_key"});
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
 HttpReply HttpServer::route(const HttpRequest& req, HttpConn& conn) {
   try {
     const std::string_view allowed = methods_of(req.path);
@@ -212,13 +227,7 @@ HttpReply HttpServer::route(const HttpRequest& req, HttpConn& conn) {
       r.headers.emplace_back("Allow", std::string(allowed));
       return r;
     }
-    const bool open = req.path == "/" || req.path == "/health";
-    if (!open && !authorized(req.header("authorization"), opt_.api_key)) {
-      HttpReply r = error_reply({401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'",
-                                 "invalid_request_error", "", "invalid_api_key"});
-      r.headers.emplace_back("WWW-Authenticate", "Bearer");
-      return r;
-    }
+    if (std::optional<HttpReply> r = unauthorized(req)) return std::move(*r);
 
     if (req.path == "/health")
       return draining_ ? json_reply({{"status", "shutting down"}}, 503) : json_reply({{"status", "ok"}});

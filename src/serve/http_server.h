@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,8 @@ class HttpServer {
  private:
   HttpReply handle(const HttpRequest& req, HttpConn& conn);
   HttpReply route(const HttpRequest& req, HttpConn& conn);
+  // 401 for a route that needs the API key when the request lacks it (nullopt: it may go on).
+  std::optional<HttpReply> unauthorized(const HttpRequest& req) const;
   void add_cors(const HttpRequest& req, HttpReply* reply) const;
   HttpReply generation(Endpoint ep, const HttpRequest& req, HttpConn& conn);
   nlohmann::json model_entry() const;

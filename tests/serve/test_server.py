@@ -325,6 +325,14 @@ def run_checks(openai, port):
     check(status == 401 and error_shape(resp), "api key: wrong -> 401")
     status, hdrs = response_headers("GET", port, "/v1/models")
     check(status == 401 and hdrs.get("www-authenticate") == "Bearer", "api key: 401 names its scheme (WWW-Authenticate)")
+    # Expect: 100-continue without the key: 401 at once, never 100 (the body is not uploaded first).
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+              b"Expect: 100-continue\r\nContent-Length: 500\r\n\r\n")
+    s.settimeout(10)
+    first = s.recv(4096)
+    s.close()
+    check(first.startswith(b"HTTP/1.1 401 "), f"api key: checked before 100 Continue ({first[:24]!r})")
     try:
         openai.OpenAI(base_url=base, api_key="wrong", max_retries=0).models.list()
         check(False, "openai client: AuthenticationError")
