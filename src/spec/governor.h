@@ -120,7 +120,7 @@ class Governor {
   // The cap with the highest estimated rate among those known, among 0..max_n.
   int best(int max_n) const;
   const GovernorStats& stats() const { return stats_; }
-  nlohmann::json estimates() const;  // c0, V(n), rates: for --json and debugging
+  nlohmann::json estimates() const;  // c0, V(n), rates (tests and debugging)
 
  private:
   struct Ema {

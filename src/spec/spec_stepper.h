@@ -81,7 +81,6 @@ class SpecStepper {
   Status finish_round(double verify_ms);
 
   int64_t reused_tokens() const { return reused_; }   // prompt tokens whose KV was kept
-  const Governor& governor() const { return *gov_; }    // its estimates (--json); decisions are in result().stats
   const SpecResult& result() const { return res_; }
   SpecResult take_result() { return std::move(res_); }
 
