@@ -17,12 +17,14 @@
 // A cap L is then worth
 //       E[tokens_L] = 1 + Σ_{i<=L} Π_{j<=i} a_j,   E[cost_L] = draft ms + E[V(1 + min(d, L))] + rest ms
 // and the governor picks argmax over {1 / c0} ∪ {E[tokens_L] / E[cost_L]} (exponential moving
-// averages, so a request whose text changes is followed). Exploration is cheap and bounded: while plain wins, a
-// probe drafts after 1, 2, 4, .. max_backoff plain rounds (up to max_backoff_far while plain leads
-// by far_margin; after 1 again when a probe beat plain decoding), one token long at first and twice as long after each probe whose every token was
-// accepted; while a short cap wins, a
-// full-length draft refreshes the longer caps every refresh_rounds rounds; a plain round refreshes
-// c0 when none was seen for plain_refresh_rounds rounds and drafting is not far ahead.
+// averages, so a request whose text changes is followed), with hysteresis and a preference for the
+// longest cap nearly as good as the best.
+// Exploration is cheap and bounded. While plain wins, a probe drafts after 1, 2, 4, .. max_backoff
+// plain rounds (up to max_backoff_far while plain leads the full-length draft's rate by far_margin;
+// after 1 again when a probe beat plain decoding), one token long at first and twice as long after
+// each probe whose every token was accepted. While a short cap wins, a full-length draft refreshes
+// the longer caps every refresh_rounds rounds. A plain round refreshes c0 when none was seen for
+// plain_refresh_rounds rounds and drafting is not far ahead.
 //
 // Priors: a verify-cost table (measured at start-up or given) fills V(n) for window sizes not yet
 // seen, scaled by how the measured windows compare with it. Sampled requests with a table decide
@@ -61,7 +63,7 @@ struct GovernorConfig {
   bool deterministic = false;     // decide from verify_ms + draft_ms and token counts only (needs verify_ms)
   int warmup_rounds = 2;          // drafting rounds at full length before the first comparison
   int max_backoff = 16;           // at most this many plain rounds between two draft probes, ...
-  int max_backoff_far = 64;       // ... or this many while plain leads drafting by far_margin
+  int max_backoff_far = 64;       // ... or this many while plain leads full-length drafting by far_margin
   double far_margin = 0.3;
   int refresh_rounds = 16;        // a full-length probe this often while a shorter cap wins
   int plain_refresh_rounds = 32;  // a plain probe when c0 was last seen this many rounds ago ...
