@@ -244,7 +244,7 @@ HttpReply HttpServer::route(const HttpRequest& req, HttpConn& conn) {
              {"threshold", drafter_.threshold}};
       json st = scheduler_.state();
       json totals = metrics_.totals();
-      for (const char* k : {"entries", "bytes", "budget_bytes", "restores", "slot_tokens", "slot_bytes"})
+      for (const char* k : {"entries", "bytes", "budget_bytes", "restores", "slot_tokens", "slot_bytes", "save_ms", "restore_ms"})
         totals["prompt_cache"][k] = st["cache"][k];
       return json_reply({{"model", model_.id},
                          {"n_ctx", model_.n_ctx},

@@ -11,41 +11,74 @@ namespace {
 bool is_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {  // a is a prefix of b
   return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
+
+// Copies the rows of positions [first, n) of K/V head h of layer il between the cache and a
+// snapshot buffer [n - first][head_dim] (a ring layer's positions wrap once at most: n - first <=
+// capacity).
+void copy_head_rows(uint16_t* cache_k, uint16_t* cache_v, int64_t capacity, bool sliding, int64_t hd, int64_t first,
+                    int64_t n, uint16_t* buf_k, uint16_t* buf_v, bool to_cache) {
+  for (int64_t pos = first; pos < n;) {
+    const int64_t slot = sliding ? pos % capacity : pos;
+    const int64_t run = std::min(n - pos, capacity - slot);  // contiguous up to the ring's end
+    const size_t bytes = sizeof(uint16_t) * (size_t)(run * hd);
+    uint16_t* ck = cache_k + slot * hd;
+    uint16_t* cv = cache_v + slot * hd;
+    uint16_t* bk = buf_k + (pos - first) * hd;
+    uint16_t* bv = buf_v + (pos - first) * hd;
+    if (to_cache) {
+      std::memcpy(ck, bk, bytes);
+      std::memcpy(cv, bv, bytes);
+    } else {
+      std::memcpy(bk, ck, bytes);
+      std::memcpy(bv, cv, bytes);
+    }
+    pos += run;
+  }
+}
+
 }  // namespace
 
-void PromptCache::save(const model::KvCache& kv, const spec::SeqHistory& h) {
-  const int64_t n = (int64_t)h.tokens.size();
-  if (budget_ == 0 || n < 2 || n != kv.length()) return;
+void PromptCache::save(const model::KvCache& kv, const spec::SeqHistory& h, int64_t n_keep) {
+  const int64_t n = std::min<int64_t>(n_keep, (int64_t)h.tokens.size());
+  if (budget_ == 0 || n < 2 || (int64_t)h.tokens.size() != kv.length()) return;
+  spec::SeqHistory kept;
+  kept.tap_ids = h.tap_ids;
+  kept.tokens.assign(h.tokens.begin(), h.tokens.begin() + n);
   std::lock_guard lk(mu_);
   for (Entry& e : entries_)
-    if (is_prefix(h.tokens, e.h.tokens) && e.h.tap_ids == h.tap_ids) {
+    if (is_prefix(kept.tokens, e.h.tokens) && e.h.tap_ids == h.tap_ids) {
       e.last_used = ++clock_;
       return;
     }
   Entry e;
-  e.h = h;
   e.high_water = kv.high_water();
-  const int64_t kv_dim = kv.kv_dim(), hd = kv.head_dim();  // a row: n_head_kv heads of hd
+  const int64_t hd = kv.head_dim(), heads = kv.n_head_kv();
   for (int64_t il = 0; il < kv.n_layer(); ++il) {
     // Ring rows of positions below high_water - capacity were overwritten (a global layer's
     // capacity is n_ctx: it keeps everything).
-    const int64_t first = std::min(n, std::max<int64_t>(0, e.high_water - kv.capacity(il)));
+    const int64_t cap = kv.capacity(il), first = std::min(n, std::max<int64_t>(0, e.high_water - cap));
+    const bool sliding = cap < kv.n_ctx();
     e.first.push_back(first);
-    std::vector<uint16_t> k((size_t)((n - first) * kv_dim)), v(k.size());
-    for (int64_t pos = first; pos < n; ++pos)  // entry rows: [kv_dim], heads side by side
-      for (int64_t hh = 0; hh < kv.n_head_kv(); ++hh) {
-        std::memcpy(k.data() + (pos - first) * kv_dim + hh * hd, kv.k_at(il, hh, pos), sizeof(uint16_t) * hd);
-        std::memcpy(v.data() + (pos - first) * kv_dim + hh * hd, kv.v_at(il, hh, pos), sizeof(uint16_t) * hd);
-      }
+    std::vector<uint16_t> k((size_t)(heads * (n - first) * hd)), v(k.size());
+    for (int64_t hh = 0; hh < heads; ++hh)
+      copy_head_rows(const_cast<uint16_t*>(kv.k_at(il, hh, 0)), const_cast<uint16_t*>(kv.v_at(il, hh, 0)), cap,
+                     sliding, hd, first, n, k.data() + hh * (n - first) * hd, v.data() + hh * (n - first) * hd,
+                     /*to_cache=*/false);
     e.bytes += 2 * k.size() * sizeof(uint16_t);
     e.k.push_back(std::move(k));
     e.v.push_back(std::move(v));
   }
-  e.bytes += h.tokens.size() * sizeof(int32_t) + h.tap_bytes();
+  kept.taps.resize(h.taps.size());
+  for (size_t t = 0; t < h.taps.size(); ++t) {
+    const size_t row = h.taps[t].size() / std::max<size_t>(h.tokens.size(), 1);
+    kept.taps[t].assign(h.taps[t].begin(), h.taps[t].begin() + (ptrdiff_t)(row * (size_t)n));
+  }
+  e.h = std::move(kept);
+  e.bytes += e.h.tokens.size() * sizeof(int32_t) + e.h.tap_bytes();
   if (e.bytes > budget_) return;
   // The same conversation, shorter: superseded.
   for (size_t i = 0; i < entries_.size();) {
-    if (is_prefix(entries_[i].h.tokens, h.tokens) && entries_[i].h.tap_ids == h.tap_ids) {
+    if (is_prefix(entries_[i].h.tokens, e.h.tokens) && entries_[i].h.tap_ids == e.h.tap_ids) {
       total_ -= entries_[i].bytes;
       entries_.erase(entries_.begin() + (ptrdiff_t)i);
     } else {
@@ -86,25 +119,33 @@ std::pair<int, int64_t> PromptCache::best(std::span<const int32_t> tokens) const
   return {best, best_len};
 }
 
-bool PromptCache::restore(int i, model::KvCache& kv, spec::SeqHistory* h) {
+bool PromptCache::restore(int i, model::KvCache& kv, spec::SeqHistory* h, int64_t n_use) {
   std::lock_guard lk(mu_);
   if (i < 0 || i >= (int)entries_.size()) return false;
   Entry& e = entries_[(size_t)i];
-  const int64_t n = (int64_t)e.h.tokens.size(), kv_dim = kv.kv_dim(), hd = kv.head_dim();
+  const int64_t n = (int64_t)e.h.tokens.size(), hd = kv.head_dim();
   if (n > kv.n_ctx() || kv.n_layer() != (int64_t)e.k.size() || e.h.tap_ids != h->tap_ids) return false;
   for (int64_t il = 0; il < kv.n_layer(); ++il)
     if (std::min(n, std::max<int64_t>(0, e.high_water - kv.capacity(il))) != e.first[il]) return false;  // another ring
+  // Only the positions the caller will use: a restore costs what it saves, not the entry's size.
+  const int64_t m = std::clamp<int64_t>(n_use, 0, n);
   kv.clear();
-  for (int64_t il = 0; il < kv.n_layer(); ++il)
-    for (int64_t pos = e.first[il]; pos < n; ++pos)
-      for (int64_t hh = 0; hh < kv.n_head_kv(); ++hh) {
-        const int64_t src = (pos - e.first[il]) * kv_dim + hh * hd;
-        std::memcpy(kv.k_at(il, hh, pos), e.k[il].data() + src, sizeof(uint16_t) * hd);
-        std::memcpy(kv.v_at(il, hh, pos), e.v[il].data() + src, sizeof(uint16_t) * hd);
-      }
-  kv.advance(n);
+  for (int64_t il = 0; il < kv.n_layer(); ++il) {
+    const int64_t cap = kv.capacity(il), first = e.first[(size_t)il], rows = n - first;
+    if (first >= m) continue;
+    for (int64_t hh = 0; hh < kv.n_head_kv(); ++hh)
+      copy_head_rows(kv.k_at(il, hh, 0), kv.v_at(il, hh, 0), cap, cap < kv.n_ctx(), hd, first, m,
+                     e.k[(size_t)il].data() + hh * rows * hd, e.v[(size_t)il].data() + hh * rows * hd,
+                     /*to_cache=*/true);
+  }
+  kv.advance(m);
   kv.raise_high_water(e.high_water);
-  *h = e.h;
+  h->tokens.assign(e.h.tokens.begin(), e.h.tokens.begin() + m);
+  h->taps.resize(e.h.taps.size());
+  for (size_t t = 0; t < e.h.taps.size(); ++t) {
+    const size_t row = e.h.taps[t].size() / std::max<size_t>((size_t)n, 1);
+    h->taps[t].assign(e.h.taps[t].begin(), e.h.taps[t].begin() + (ptrdiff_t)(row * (size_t)m));
+  }
   e.last_used = ++clock_;
   return true;
 }

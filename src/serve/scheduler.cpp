@@ -14,6 +14,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok, const SchedulerConfig& cfg,
                      DrafterFactory drafters, ThreadPool* pool, Metrics* metrics)
     : model_(model), tok_(tok), cfg_(cfg), drafters_(std::move(drafters)), pool_(pool), metrics_(metrics),
+      batch_cost_(cfg.verify_ms, (int64_t)cfg.n_slots * cfg.max_window), gate_(cfg.gate, cfg.n_slots),
       cache_(cfg.cache_bytes) {}
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Model& model,
@@ -96,12 +97,24 @@ nlohmann::json Scheduler::state() const {
           {"slots_busy", busy_},
           {"slot_state", slots},
           {"stopping", stopping_},
-          {"batching", {{"enabled", (bool)scratch_}, {"forwards", batched_forwards_}, {"rounds", batched_rounds_}}},
+          {"batching",
+           {{"enabled", (bool)scratch_},
+            {"forwards", batched_forwards_},
+            {"rounds", batched_rounds_},
+            {"rows", batched_rows_},
+            {"plan_ms", batch_plan_ms_},
+            {"forward_ms", batch_forward_ms_},
+            {"finish_ms", batch_finish_ms_},
+            {"gate", gate_.stats()},
+            {"step_ms", step_ms_},
+            {"batch_ms", batch_ms_}}},
           {"cache",
            {{"entries", cache_.entries()},
             {"bytes", cache_.bytes()},
             {"budget_bytes", cfg_.cache_bytes},
             {"restores", restores_},
+            {"save_ms", cache_save_ms_},
+            {"restore_ms", cache_restore_ms_},
             {"slot_tokens", slot_tokens},
             {"slot_bytes", (size_t)slot_tokens * kv_bytes_per_token()}}}};
 }
@@ -164,11 +177,12 @@ bool Scheduler::start_job(Slot& s) {
     const std::span<const int32_t> head(job.prompt.data(), job.prompt.size() - 1);
     int64_t own = spec::common_prefix(s.history.tokens, head);
     if (own > 0 && own < s.session->kv().min_restorable_length()) own = 0;
+    const auto t0 = Clock::now();
     const auto [idx, len] = cache_.best(head);
-    if (idx >= 0 && len > own && cache_.restore(idx, s.session->kv(), &s.history)) {
-      std::lock_guard lk(mu_);
-      ++restores_;
-    }
+    const bool restored = idx >= 0 && len > own && cache_.restore(idx, s.session->kv(), &s.history, len);
+    std::lock_guard lk(mu_);
+    restores_ += restored ? 1 : 0;
+    cache_restore_ms_ += ms_between(t0, Clock::now());
   }
   spec::Drafter* drafter = job.use_drafter ? s.drafter.get() : nullptr;
   const spec::StepperOptions opt{
@@ -202,52 +216,85 @@ void Scheduler::run_steps(const std::vector<Slot*>& active) {
   for (Slot* s : active) {
     const bool batchable = scratch_ && s->stepper && !s->job->cancel && s->stepper->in_round() &&
                            s->history.tap_ids == active.front()->history.tap_ids;
-    if (batchable) batch.push_back(s);
-    else step(*s);
+    if (!batchable) {
+      const auto t0 = Clock::now();
+      step(*s);
+      step_ms_ += ms_between(t0, Clock::now());
+    } else {
+      batch.push_back(s);
+    }
   }
+  const auto t0 = Clock::now();
   if (batch.size() == 1) step(*batch.front());
   if (batch.size() > 1) batched_rounds(batch);
+  (batch.size() == 1 ? step_ms_ : batch_ms_) += ms_between(t0, Clock::now());
 }
 
 void Scheduler::batched_rounds(std::vector<Slot*>& batch) {
   std::vector<model::SeqInput> seqs;
   std::vector<Slot*> planned;
+  std::vector<size_t> tokens_before;  // [planned] tokens generated before this round
+  const auto t_plan = Clock::now();
+  const int n_batch = (int)batch.size();
+  bool may_draft = true;
+  {
+    std::lock_guard lk(mu_);  // state() reads the gate
+    may_draft = gate_.drafting(n_batch);
+  }
   for (Slot* s : batch) {
-    auto window = s->stepper->plan_round();
+    const size_t before = s->stepper->result().out.tokens.size();
+    auto window = s->stepper->plan_round(may_draft);
     if (!window) {
       finish(*s, window.status(), false);
       continue;
     }
     seqs.push_back({s->session.get(), *window});
     planned.push_back(s);
+    tokens_before.push_back(before);
   }
   if (planned.empty()) return;
   const auto t0 = Clock::now();
   model::ForwardOptions opt = planned.front()->stepper->round_options();
   for (const Slot* s : planned) opt.argmax_only = opt.argmax_only && s->stepper->argmax_only();
   Status st = model_.forward_multi(seqs, opt, *scratch_);
-  const double ms = ms_between(t0, Clock::now());
-  {
-    std::lock_guard lk(mu_);
-    ++batched_forwards_;
-    batched_rounds_ += (int64_t)planned.size();
-  }
-  // Each sequence is charged its share of the forward by window rows: its governor weighs what
-  // its drafting cost against what plain steps cost in the same batches.
+  const auto t1 = Clock::now();
+  const double ms = ms_between(t0, t1);
+  // Each sequence is charged its share of a draft-free forward plus what its draft rows add at the
+  // margin (serve/batch_cost.h): its governor then drafts only where that beats the batch's plain rate.
   size_t rows = 0;
-  for (const model::SeqInput& q : seqs) rows += q.tokens.size();
+  std::vector<int64_t> windows;
+  for (const model::SeqInput& q : seqs) {
+    rows += q.tokens.size();
+    windows.push_back((int64_t)q.tokens.size());
+  }
+  if (st) batch_cost_.observe((int64_t)rows, ms);
+  const std::vector<double> charge = batch_cost_.charges(windows, ms);
+  std::vector<std::pair<Slot*, Status>> ended;  // finished after the round's timing
+  int64_t tokens = 0;
   for (size_t i = 0; i < planned.size(); ++i) {
     Slot* s = planned[i];
     if (!st) {  // the forward failed: every sequence in it is abandoned
       s->session->kv().clear();
       s->history.clear();
-      finish(*s, st, false);
+      ended.emplace_back(s, st);
       continue;
     }
-    Status r = s->stepper->finish_round(ms * (double)seqs[i].tokens.size() / (double)std::max<size_t>(rows, 1));
-    if (!r) finish(*s, r, false);
-    else if (s->stepper->done()) finish(*s, Status::ok(), false);
+    Status r = s->stepper->finish_round(charge[i]);
+    tokens += (int64_t)(s->stepper->result().out.tokens.size() - tokens_before[i]);
+    if (!r || s->stepper->done()) ended.emplace_back(s, std::move(r));
   }
+  const auto t2 = Clock::now();
+  {
+    std::lock_guard lk(mu_);
+    if (st && (int)planned.size() == n_batch) gate_.observe(n_batch, tokens, ms_between(t_plan, t2));
+    ++batched_forwards_;
+    batched_rounds_ += (int64_t)planned.size();
+    batched_rows_ += (int64_t)rows;
+    batch_plan_ms_ += ms_between(t_plan, t0);
+    batch_forward_ms_ += ms;
+    batch_finish_ms_ += ms_between(t1, t2);
+  }
+  for (auto& [s, r] : ended) finish(*s, std::move(r), false);
 }
 
 void Scheduler::finish(Slot& s, Status error, bool cancelled) {
@@ -271,7 +318,11 @@ void Scheduler::finish(Slot& s, Status error, bool cancelled) {
                  .ttft_s = job->ttft_ms / 1e3,
                  .total_s = ms_between(job->t_submit, now) / 1e3};
   if (metrics_) metrics_->record_job(sum);
-  if (cfg_.cache_bytes > 0 && error.is_ok()) cache_.save(s.session->kv(), s.history);
+  if (cfg_.cache_bytes > 0 && error.is_ok()) {
+    cache_.save(s.session->kv(), s.history);
+    std::lock_guard lk(mu_);
+    cache_save_ms_ += ms_between(now, Clock::now());
+  }
   {  // Free the slot first: once a client has its answer, the slot is idle in state().
     std::lock_guard lk(mu_);
     s.stepper.reset();

@@ -29,6 +29,8 @@
 
 #include "core/threadpool.h"
 #include "model/model.h"
+#include "serve/batch_cost.h"
+#include "serve/batch_gate.h"
 #include "serve/job.h"
 #include "serve/metrics.h"
 #include "serve/prompt_cache.h"
@@ -49,6 +51,10 @@ struct SchedulerConfig {
   size_t cache_bytes = 1ull << 30;    // snapshot budget of the prompt cache; 0 disables all reuse
   bool batch_rounds = true;           // verify concurrent rounds in one forward_multi
   int64_t max_window = 65;            // largest verify window (1 + the largest gamma a request may ask)
+  // One sequence's verify cost by window size, ms (index 0 unused; may be empty): the prior of the
+  // batched-forward cost model that charges each slot's governor (serve/batch_cost.h).
+  std::vector<double> verify_ms;
+  BatchGateConfig gate;               // may batched rounds draft at all (serve/batch_gate.h)
 };
 
 class Scheduler {
@@ -108,11 +114,17 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::unique_ptr<model::ForwardScratch> scratch_;   // batched rounds (scheduler thread only)
+  BatchCost batch_cost_;                             // what a batched forward costs by rows (scheduler thread only)
+  BatchGate gate_;                                   // drafting or plain for batched rounds (guarded by mu_)
   int busy_ = 0;
   PromptCache cache_;
   int64_t restores_ = 0;           // snapshots restored into a slot
+  double cache_save_ms_ = 0, cache_restore_ms_ = 0;  // time the scheduler thread spent copying snapshots
   int64_t batched_forwards_ = 0;   // forward_multi calls (each verified 2+ rounds)
   int64_t batched_rounds_ = 0;     // rounds verified in them
+  int64_t batched_rows_ = 0;       // window rows verified in them
+  double batch_plan_ms_ = 0, batch_forward_ms_ = 0, batch_finish_ms_ = 0;  // drafting; forward_multi; accept + commit
+  double step_ms_ = 0, batch_ms_ = 0;  // scheduler thread: single steps (prefill, a lone round, start); batched rounds
   uint64_t clock_ = 0;
   bool stopping_ = false;
   bool cancel_all_ = false;

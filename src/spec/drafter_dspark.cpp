@@ -131,7 +131,9 @@ Status DSparkDrafter::begin(std::span<const int32_t> prompt, const TapRows& taps
   if (taps.n_rows != (int64_t)prompt.size())
     return Status::error("dspark drafter: begin got " + std::to_string(taps.n_rows) + " tap rows for a prompt of " +
                          std::to_string(prompt.size()) + " tokens");
-  return model_->append_context(ctx_, s_, taps);
+  // Like committed rows, the prompt's rows are projected when the drafter next drafts: a request
+  // whose governor never drafts (or a server batch held plain) never pays for them.
+  return buffer_taps(taps);
 }
 
 Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) {
@@ -169,6 +171,10 @@ Status DSparkDrafter::commit(std::span<const int32_t> committed, int64_t pos, co
   if (!copy_.commit(committed, pos))
     return Status::error("dspark drafter: copy head history out of step at position " + std::to_string(pos));
   if (model_->config().lookup_max_ngram > 0) history_.insert(history_.end(), committed.begin(), committed.end());
+  return buffer_taps(taps);
+}
+
+Status DSparkDrafter::buffer_taps(const TapRows& taps) {
   if ((int64_t)taps.taps.size() != (int64_t)model_->config().target_layer_ids.size() ||
       taps.n_embd != model_->config().hidden_size)
     return model_->append_context(ctx_, s_, taps);  // the projection reports the mismatch

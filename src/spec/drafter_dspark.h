@@ -151,6 +151,7 @@ class DSparkDrafter : public Drafter {
   // nothing (the governor's plain steps) cost no projection, and a run of them is projected in
   // one batched pass.
   Status flush_context();
+  Status buffer_taps(const TapRows& taps);  // rows projected at the next flush_context()
 
   std::shared_ptr<const DSparkModel> model_;
   DSparkOptions opt_;

@@ -13,6 +13,7 @@ const char* governor_reason_name(GovernorReason r) {
     case GovernorReason::kPlain: return "plain";
     case GovernorReason::kProbeDraft: return "probe_draft";
     case GovernorReason::kProbePlain: return "probe_plain";
+    case GovernorReason::kBatchPlain: return "batch_plain";
     case GovernorReason::kCount: break;
   }
   return "unknown";
@@ -182,6 +183,15 @@ Governor::Decision Governor::decide(int max_n) {
   }
   ++stats_.rounds[(size_t)d.reason];
   ++(d.cap > 0 ? stats_.drafting_rounds : stats_.plain_rounds);
+  return d;
+}
+
+Governor::Decision Governor::hold(GovernorReason why) {
+  ++round_;
+  probe_from_plain_ = false;
+  const Decision d{0, why};
+  ++stats_.rounds[(size_t)d.reason];
+  ++stats_.plain_rounds;
   return d;
 }
 

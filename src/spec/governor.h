@@ -32,7 +32,9 @@
 // seeded request drafts, and therefore samples, the same way every time.
 //
 // Batched verify (the server's forward_multi over several slots): the caller charges each slot
-// its share of the forward, by window rows (SpecStepper::finish_round).
+// its share of a draft-free forward plus what its draft rows add at the margin
+// (serve/batch_cost.h, through SpecStepper::finish_round), so plain steps and drafts are weighed
+// at the batch's prices.
 // Thread safety: one governor per generation (it lives in the SpecStepper).
 #pragma once
 
@@ -52,6 +54,7 @@ enum class GovernorReason : uint8_t {
   kPlain,       // plain decoding is the best
   kProbeDraft,  // exploration: a full-length draft
   kProbePlain,  // exploration: a plain round to refresh its cost
+  kBatchPlain,  // the server's batch gate held every slot of a batched round to a plain step
   kCount
 };
 const char* governor_reason_name(GovernorReason r);
@@ -113,6 +116,9 @@ class Governor {
 
   // The cap for the next round; `max_n` is what the budget allows (<= gamma is enforced here).
   Decision decide(int max_n);
+  // A plain round imposed from outside (the server's batch gate): counted under `why`, and its
+  // observation refreshes the plain cost like any plain round.
+  Decision hold(GovernorReason why);
   // The round decided last has finished.
   void observe(const RoundObservation& o);
 

@@ -60,6 +60,9 @@ Result<std::unique_ptr<SpecStepper>> SpecStepper::create(const model::Model& mod
     h.tap_ids = drafter->required_taps();
   }
   h.taps.resize(h.tap_ids.size());
+  // Room for the whole generation up front: growing the rows token by token re-copies them.
+  const size_t rows_max = (size_t)std::min<int64_t>((int64_t)prompt.size() + params.gen.max_tokens, session.kv().n_ctx());
+  for (auto& t : h.taps) t.reserve(rows_max * (size_t)n_embd);
 
   // The reusable prefix: shared with prompt[0, L-1) (the last prompt token heads the first
   // round), consistent with the KV, and restorable through the sliding-window rings.
@@ -122,9 +125,9 @@ Status SpecStepper::step() {
   return abandon(begun_ ? round() : prefill_step());
 }
 
-Result<std::span<const int32_t>> SpecStepper::plan_round() {
+Result<std::span<const int32_t>> SpecStepper::plan_round(bool may_draft) {
   if (!in_round()) return Status::error("plan_round: the stepper is not between rounds");
-  if (Status st = abandon(draft_phase()); !st) return st;
+  if (Status st = abandon(draft_phase(may_draft)); !st) return st;
   return std::span<const int32_t>(window_);
 }
 
@@ -211,7 +214,7 @@ Status SpecStepper::round() {
   return accept_phase();
 }
 
-Status SpecStepper::draft_phase() {
+Status SpecStepper::draft_phase(bool may_draft) {
   const generate::GenerateParams& gp = params_.gen;
   const int64_t n_ctx = session_.kv().n_ctx();
   // 1. Draft: never more than the tokens still allowed (the round also yields one target token).
@@ -221,7 +224,11 @@ Status SpecStepper::draft_phase() {
     const int remaining = gp.max_tokens - (int)res_.out.tokens.size();
     const int room =
         (int)std::max<int64_t>(0, std::min<int64_t>({params_.gamma, remaining - 1, n_ctx - pos_ - 1}));
-    decision_ = gov_->decide(room);  // 0: a plain step (the drafter returns at once)
+    // 0: a plain step (the drafter returns at once). A batch gate's hold binds greedy requests of
+    // a governed generation only: a sampled request decides from constants, so that with a seed it
+    // drafts, and samples, the same way however the batch around it is timed.
+    const bool hold = !may_draft && room > 0 && params_.governor.enabled && gp.sampler.temperature <= 0.0f;
+    decision_ = hold ? gov_->hold(GovernorReason::kBatchPlain) : gov_->decide(room);
     res_.stats.governor = gov_->stats();
     const int max_n = decision_.cap;
     DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng()}, &draft_));

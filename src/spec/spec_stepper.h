@@ -72,12 +72,13 @@ class SpecStepper {
   // the target over it on this stepper's session with round_options(), finish_round() accepts,
   // rolls back and commits. Only while in_round(). Errors abandon the sequence as step() does.
   bool in_round() const { return begun_ && !done_; }
-  Result<std::span<const int32_t>> plan_round();
+  // `may_draft` false: a plain round whatever the governor would choose (the server's batch gate).
+  Result<std::span<const int32_t>> plan_round(bool may_draft = true);
   model::ForwardOptions round_options() const { return {model::LogitsMode::kAll, hist_->tap_ids, argmax_only()}; }
   // T 0 reads only each row's argmax (accept_greedy): the exact greedy head may serve it.
   bool argmax_only() const { return params_.gen.sampler.temperature <= 0.0f && !params_.gen.full_lm_head; }
-  // `verify_ms`: this sequence's share of the forward (a batched forward is charged to its
-  // sequences by window rows), which the governor weighs against its tokens.
+  // `verify_ms`: what this sequence's window cost in the forward (a batched forward is charged to
+  // its sequences by serve/batch_cost.h), which the governor weighs against its tokens.
   Status finish_round(double verify_ms);
 
   int64_t reused_tokens() const { return reused_; }   // prompt tokens whose KV was kept
@@ -90,7 +91,7 @@ class SpecStepper {
               generate::TextCallback on_text, const StepperOptions& opt);
   Status prefill_step();
   Status round();
-  Status draft_phase();
+  Status draft_phase(bool may_draft = true);
   Status accept_phase();
   Status abandon(Status st);  // clears the session and history on error
   bool emit(int32_t id);        // true when generation must stop

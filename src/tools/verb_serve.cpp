@@ -218,7 +218,9 @@ int verb_serve(int argc, char** argv) {
                                     .max_batch = 512,
                                     .prefill_chunk = prefill_chunk,
                                     .cache_bytes = (size_t)cache_mib << 20,
-                                    .batch_rounds = !no_batch};
+                                    .batch_rounds = !no_batch,
+                                    .verify_ms = governor.verify_ms,
+                                    .gate = {.enabled = governor.enabled}};
   auto sched = serve::Scheduler::create(*lm->model, *lm->tok, scfg, factory, &pool, &metrics);
   if (!sched) { std::fprintf(stderr, "dspark serve: %s\n", sched.message().c_str()); return kExitBadInput; }
 

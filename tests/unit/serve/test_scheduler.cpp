@@ -43,7 +43,8 @@ class SchedulerTiny : public ::testing::Test {
     DrafterFactory f;
     if (drafter) f = []() -> Result<std::unique_ptr<spec::Drafter>> { return std::unique_ptr<spec::Drafter>(std::make_unique<spec::NgramDrafter>()); };
     SchedulerConfig cfg{.n_slots = slots, .max_queue = queue, .n_ctx = 128, .max_batch = 16, .prefill_chunk = 5,
-                        .cache_bytes = cache_bytes, .batch_rounds = batch};
+                        .cache_bytes = cache_bytes, .batch_rounds = batch, .max_window = 65, .verify_ms = {},
+                        .gate = {}};
     return std::move(Scheduler::create(*model_, *tok_, cfg, f, &pool_, &metrics_)).value();
   }
 
@@ -173,6 +174,16 @@ TEST_F(SchedulerTiny, SnapshotBudgetEvictsLeastRecentlyUsed) {
     while (!(*st)->done()) ASSERT_TRUE((*st)->step().is_ok());
     cache.save(s.kv(), h);
   };
+  auto fill_prompt = [&](PromptCache& cache, const std::vector<int32_t>& p) {  // its first p.size() positions
+    spec::SeqHistory h;
+    spec::SpecParams sp;
+    sp.gen.max_tokens = 2;
+    sp.gen.ignore_eos = true;
+    auto st = spec::SpecStepper::create(*model_, s, *tok_, p, sp, nullptr, &h, {});
+    ASSERT_TRUE(st.is_ok());
+    while (!(*st)->done()) ASSERT_TRUE((*st)->step().is_ok());
+    cache.save(s.kv(), h, (int64_t)p.size());
+  };
   // Tiny model: 6 layers (1 global, 5 sliding with rings of window 8 + max_batch 16), kv_dim 16, K and V
   // f16 = 64 bytes per layer row. A 40-token prompt + 2 generated leaves 41 positions in the KV: the
   // snapshot keeps 41 rows of the global layer, 24 of each sliding one, and the 41 token ids.
@@ -191,6 +202,27 @@ TEST_F(SchedulerTiny, SnapshotBudgetEvictsLeastRecentlyUsed) {
   PromptCache none(10);                                 // smaller than any sequence: stores nothing
   fill(none, prompt_of(40, 5));
   EXPECT_EQ(none.entries(), 0u);
+  // A prefix of the sequence: 40 of the 41 positions (high water 41): 40 rows of the global layer,
+  // 40 - (41 - 24) = 23 of each sliding one (ring rows of positions 0..16 were overwritten).
+  PromptCache head(1 << 20);
+  fill_prompt(head, prompt_of(40, 6));
+  EXPECT_EQ(head.bytes(), (40 + 5 * 23) * 64 + 40 * sizeof(int32_t));
+  EXPECT_EQ(head.best(prompt_of(40, 6)).second, 40);
+  // A restore copies only the positions the caller will use; generating on from there is exact.
+  // (30: the ring rows a query at 30 reads, positions 23..29, are among those kept, 17..39.)
+  const std::vector<int32_t> p = prompt_of(40, 6);
+  spec::SeqHistory h;
+  ASSERT_TRUE(head.restore(0, s.kv(), &h, 30));
+  EXPECT_EQ(s.kv().length(), 30);
+  EXPECT_EQ(h.tokens, std::vector<int32_t>(p.begin(), p.begin() + 30));
+  spec::SpecParams sp;
+  sp.gen.max_tokens = 4;
+  sp.gen.ignore_eos = true;
+  auto st = spec::SpecStepper::create(*model_, s, *tok_, p, sp, nullptr, &h, {});
+  ASSERT_TRUE(st.is_ok());
+  EXPECT_EQ((*st)->reused_tokens(), 30);
+  while (!(*st)->done()) ASSERT_TRUE((*st)->step().is_ok());
+  EXPECT_EQ((*st)->result().out.tokens, serial(p, 4));
 }
 
 TEST_F(SchedulerTiny, QueueBoundAndCancellation) {

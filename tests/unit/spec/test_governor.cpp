@@ -233,5 +233,17 @@ TEST(Governor, BacksOffFurtherWhenFarBehind) {
   EXPECT_LE(s.count(R::kProbeDraft, 100), 300 / on().max_backoff_far + 2);
 }
 
+TEST(Governor, HoldIsAPlainRoundUnderItsOwnReason) {
+  Governor g(on(), 4);
+  const Governor::Decision d = g.hold(R::kBatchPlain);
+  EXPECT_EQ(d.cap, 0);
+  g.observe({.cap = 0, .drafted = 0, .accepted = 0, .draft_ms = 0, .verify_ms = 2.0, .rest_ms = 0.5});
+  EXPECT_EQ(g.stats().rounds[(size_t)R::kBatchPlain], 1);
+  EXPECT_EQ(g.stats().plain_rounds, 1);
+  EXPECT_EQ(g.stats().drafting_rounds, 0);
+  EXPECT_NEAR(g.plain_rate(), 1.0 / 2.5, 1e-12);  // it refreshed the plain cost
+  EXPECT_EQ(g.stats().to_json()["rounds_by_reason"]["batch_plain"].get<int64_t>(), 1);
+}
+
 }  // namespace
 }  // namespace dspark::spec
