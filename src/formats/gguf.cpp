@@ -1,4 +1,4 @@
-// GGUF parsing and validation (byte layout: ggml docs/gguf.md; rules 1-10 listed in gguf.h). Getters live in
+// GGUF parsing and validation (byte layout: docs/GGUF.md; rules 1-10 listed in gguf.h). Getters live in
 // gguf_kv.cpp.
 #include "formats/gguf.h"
 #include "formats/mapped_file.h"

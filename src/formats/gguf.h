@@ -1,4 +1,4 @@
-// GGUF v2/v3 reader (container layout: ggml's docs/gguf.md).
+// GGUF v2/v3 reader (container layout: docs/GGUF.md).
 //
 // GgufFile::open() maps a file read-only, parses the header and validates it against rules 1-10
 // below; GgufFile::parse() does the same on a caller-owned buffer without copying it.

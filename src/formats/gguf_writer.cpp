@@ -1,4 +1,4 @@
-// GgufWriter: GGUF v3 serialization (byte layout of ggml's docs/gguf.md).
+// GgufWriter: GGUF v3 serialization (byte layout of docs/GGUF.md).
 #include "formats/gguf_writer.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Tokenizer vocabulary as stored in a GGUF file (tokenizer.ggml.* keys, ggml docs/gguf.md): token texts, scores, types,
+// Tokenizer vocabulary as stored in a GGUF file (tokenizer.ggml.* keys, docs/GGUF.md): token texts, scores, types,
 // BPE merges and the special ids / flags. Plain data; SpmTokenizer (spm.h, model "llama") and
 // BpeTokenizer (bpe.h, model "gpt2") build their lookup tables from it.
 //

@@ -2,7 +2,7 @@
 """Writes the GGUF fuzzer seed corpus: a few small valid files in tests/fuzz/corpus/ (each < 4 KB).
 
 Usage: python3 tests/fuzz/gen_corpus.py [out_dir]   (standard library only; output is deterministic)
-Layout per ggml's docs/gguf.md: header, KV pairs, tensor infos, padding to ALIGNMENT, packed data.
+Layout per docs/GGUF.md: header, KV pairs, tensor infos, padding to ALIGNMENT, packed data.
 """
 import os
 import struct
