@@ -126,5 +126,50 @@ TEST(AbReport, NeedsTwoArms) {
   EXPECT_FALSE(compare_arms(r).is_ok());
 }
 
+TEST(AbReport, PerCategoryPairedIntervals) {
+  // Arm B is twice as fast as A on the math prompts and half as fast on the writing ones.
+  AbReport r;
+  r.settings.bootstrap = {.n_boot = 400, .seed = 3};
+  r.arms.push_back({*parse_arm_spec("A", "serial")});
+  r.arms.push_back({*parse_arm_spec("B", "draft-kind=ngram,num-draft-tokens=2"), "ngram", 2});
+  r.records.resize(2);
+  for (int i = 0; i < 12; ++i) {
+    const bool math = i % 2;
+    r.prompts.push_back({math ? "math" : "writing", 20});
+    const double a = 1000 + 17 * i;
+    r.records[0].push_back(rec(64, a, 0, 0, 64));
+    r.records[1].push_back(rec(64, math ? a / 2 : a * 2, 40, 20, 40));
+  }
+  ASSERT_TRUE(compare_arms(r).is_ok());
+  const AbComparison& c = r.comparisons[0];
+  ASSERT_EQ(c.per_category.size(), 2u);
+  EXPECT_EQ(c.per_category[0].first, "writing");  // in order of first appearance
+  EXPECT_EQ(c.per_category[1].first, "math");
+  EXPECT_EQ(c.per_category[0].second.n_prompts, 6);
+  // Each category's ratio is exactly 0.5 / 2 on every prompt, so its interval is that point.
+  EXPECT_NEAR(c.per_category[0].second.speed_ratio.lo, 0.5, 1e-9);
+  EXPECT_NEAR(c.per_category[0].second.speed_ratio.hi, 0.5, 1e-9);
+  EXPECT_NEAR(c.per_category[1].second.speed_ratio.lo, 2.0, 1e-9);
+  EXPECT_NEAR(c.per_category[1].second.speed_ratio.hi, 2.0, 1e-9);
+  // The pooled interval spans the mix.
+  EXPECT_LT(c.stats.speed_ratio.lo, 2.0);
+  EXPECT_GT(c.stats.speed_ratio.hi, 0.5);
+  const nlohmann::json j = to_json(r);
+  const nlohmann::json& pc = j["comparisons"][0]["per_category"];
+  ASSERT_EQ(pc.size(), 2u);
+  EXPECT_EQ(pc[1]["category"], "math");
+  EXPECT_EQ(pc[1]["n_prompts"], 6);
+  const std::string md = to_markdown(r);
+  EXPECT_NE(md.find("| math | 6 | 2.00x [2.00, 2.00]"), std::string::npos) << md;
+  EXPECT_NE(md.find("| writing | 6 | 0.50x [0.50, 0.50]"), std::string::npos) << md;
+}
+
+TEST(AbReport, OneCategoryHasNoBreakdown) {
+  AbReport r = three_arms();
+  for (auto& p : r.prompts) p.category = "all";
+  ASSERT_TRUE(compare_arms(r).is_ok());
+  EXPECT_TRUE(r.comparisons[0].per_category.empty());
+}
+
 }  // namespace
 }  // namespace dspark::eval
