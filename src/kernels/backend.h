@@ -9,7 +9,7 @@
 // Pointers passed to the ops are memory of the same backend (alloc()); to_host() and from_host()
 // cross to the caller's memory. The CPU backend (kernels/cpu_backend.cpp) runs the kernels of
 // kernels.h / ops.h / attention.h picked for one ISA, so its results are those kernels' bits.
-// A new backend (CUDA, say) is new files plus one row in backends(): no model file changes.
+// A new backend (CUDA, say) is new files plus one row in kernels/backend_registry.cpp: no model file changes.
 // Not yet behind the seam: the DSpark drafter network (src/dspark, its affine / turbo / int8
 // matmuls) and the sampler, which run on the CPU over host logits; the f32 norm vectors, read in
 // place from the GGUF mapping; the serve prompt cache, which copies KV rows with memcpy (the CPU
