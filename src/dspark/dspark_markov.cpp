@@ -44,7 +44,7 @@ void MarkovHead::reset() { std::fill(s_.begin(), s_.end(), 0.0f); }
 
 void MarkovHead::prepare(int32_t prev, const float* h_k, kernels::MatmulContext& mm) {
   const DSparkWeights& w = m_.weights();
-  w.markov_w1.dequantize_row(w.markov_w1_row(prev), e_.data());
+  w.markov_w1.dequantize_row(w.markov_w1_row(prev), e_.data(), mm.isa);
   switch (m_.config().markov_type) {
     case MarkovHeadType::kVanilla:
       std::copy(e_.begin(), e_.end(), u_.begin());

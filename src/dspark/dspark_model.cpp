@@ -74,12 +74,12 @@ Result<std::shared_ptr<const DSparkModel>> DSparkModel::load(const std::string& 
   m->cfg_ = c;
   m->quant_ = std::move(qc.value());
   m->st_ = std::make_unique<formats::SafetensorsModel>(std::move(st.value()));
+  m->isa_ = std::min(opt.isa.value_or(kernels::detect_isa()), kernels::detect_isa());
   DSPARK_RETURN_IF_ERROR(m->bind(target, tables));
   if (opt.copy_bits != 0) {
     if (opt.copy_bits != 8 && opt.copy_bits != 4)
       return Status::error("dspark drafter: integer copies of " + std::to_string(opt.copy_bits) + " bits (8 or 4)");
-    const kernels::Isa isa = kernels::detect_isa();
-    auto copy = [&](quant::DraftMatrix& w) { w = quant::DraftMatrix::integer_copy(w, opt.copy_bits, isa, &m->owned_); };
+    auto copy = [&](quant::DraftMatrix& w) { w = quant::DraftMatrix::integer_copy(w, opt.copy_bits, m->isa_, &m->owned_); };
     copy(m->w_.fc);
     if (!m->w_.lm_head_from_target) copy(m->w_.lm_head);
     for (DSparkLayer& L : m->w_.layers)
@@ -190,9 +190,9 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
       kernels::QMatrix head{t.type, vd, t.n_cols, dst, t.row_stride};
       // The target's big head is packed at its load (model/weights.h); this copy is packed the
       // same way where the ISA has a packed kernel (bitwise the same products, faster).
-      if (const kernels::Isa isa = kernels::detect_isa(); kernels::pack_supported(t.type, isa)) {
-        owned_.emplace_back(new uint8_t[kernels::packed_bytes(head, kernels::packed_group_rows(t.type, isa))]);
-        kernels::attach_packed(&head, isa, owned_.back().get());
+      if (kernels::pack_supported(t.type, isa_)) {
+        owned_.emplace_back(new uint8_t[kernels::packed_bytes(head, kernels::packed_group_rows(t.type, isa_))]);
+        kernels::attach_packed(&head, isa_, owned_.back().get());
       }
       w_.lm_head = quant::DraftMatrix::dense(head);
     }
@@ -252,7 +252,7 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
     std::vector<float> row((size_t)r);
     w2_norms_.resize((size_t)vd);
     for (int64_t v = 0; v < vd; ++v) {
-      w_.markov_w2.dequantize_row(v, row.data());
+      w_.markov_w2.dequantize_row(v, row.data(), isa_);
       double ss = 0;
       for (float x : row) ss += (double)x * x;
       w2_norms_[(size_t)v] = (float)(std::sqrt(ss) * (1.0 + slack));
@@ -265,7 +265,7 @@ Status DSparkModel::bind(const TargetShape& target, const TargetTables* tables) 
     quant::DraftMatrix cw;
     DSPARK_RETURN_IF_ERROR(mat("confidence_head.proj.weight", 1, n_in, &cw));
     w_.conf_w.resize((size_t)n_in);
-    cw.dequantize_row(0, w_.conf_w.data());
+    cw.dequantize_row(0, w_.conf_w.data(), isa_);
     std::vector<float> b;
     DSPARK_RETURN_IF_ERROR(vec("confidence_head.proj.bias", 1, &b));
     w_.conf_b = b[0];
@@ -292,7 +292,7 @@ void DSparkModel::init_scratch(DSparkScratch& s, ThreadPool* pool, int64_t ctx_r
   const DSparkConfig& c = cfg_;
   const int64_t H = c.hidden_size, g = c.block_size, qd = c.n_heads * c.head_dim, kd = c.n_kv_heads * c.head_dim;
   s.pool = pool;
-  s.mm.isa = kernels::detect_isa();
+  s.mm.isa = isa_;
   s.mm.pool = pool;
   s.taps.resize((size_t)(kCtxChunk * c.n_taps() * H));
   s.ctx.resize((size_t)(kCtxChunk * H));
@@ -314,7 +314,7 @@ void DSparkModel::init_scratch(DSparkScratch& s, ThreadPool* pool, int64_t ctx_r
 }
 
 void DSparkModel::embed_row(int32_t id, float* out) const {
-  w_.embed.dequantize_row(id, out);
+  w_.embed.dequantize_row(id, out, isa_);
   const int64_t n = w_.embed.n_cols();
   for (int64_t i = 0; i < n; ++i) out[i] *= embed_scale_;
 }

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,9 @@ struct DSparkLoadOptions {
   // the 4-bit drafter formats (no AMX) this is the fast form (docs/RESULTS.md). Gather tables and
   // the Markov head stay as given. 0 = every matrix as given.
   int copy_bits = 0;
+  // The kernels' instruction set: the target backend's (`--backend`), so one flag governs the whole
+  // process; clamped to what the CPU has. Unset: the best the CPU has.
+  std::optional<kernels::Isa> isa;
 };
 
 class DSparkModel {
@@ -125,6 +129,7 @@ class DSparkModel {
   bool quantized() const { return quant_.present; }  // config.json has a `quantization` block
   int64_t draft_vocab() const { return w_.lm_head.n_rows(); }  // V_d
   float embed_scale() const { return embed_scale_; }          // bf16(sqrt(H))
+  kernels::Isa isa() const { return isa_; }                   // the kernels it runs (DSparkLoadOptions::isa)
   // ||markov_w2[v]||_2 per draft index [V_d] and their max (rounded up), for the Markov fast-path bound.
   const std::vector<float>& w2_row_norms() const { return w2_norms_; }
   float w2_max_row_norm() const { return w2_max_norm_; }
@@ -162,6 +167,7 @@ class DSparkModel {
   DSparkWeights w_;
   std::vector<double> inv_freq_;  // [hd/2]; 0 beyond n_rot
   float embed_scale_ = 1.0f;
+  kernels::Isa isa_ = kernels::Isa::kScalar;
   std::vector<float> w2_norms_;
   float w2_max_norm_ = 0.0f;
 };

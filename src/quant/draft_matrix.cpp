@@ -66,7 +66,7 @@ DraftMatrix DraftMatrix::integer_copy(const DraftMatrix& src, int bits, kernels:
   std::vector<uint8_t> codes(same_grid ? (size_t)cols : 0);
   for (int64_t r = 0; r < rows; ++r) {
     if (same_grid && affine4_row_as_q4_1(src.quant_, r, codes, dst + (size_t)r * stride)) continue;
-    src.dequantize_row(r, row.data());
+    src.dequantize_row(r, row.data(), isa);
     kernels::quantize_row_ref(type, row.data(), dst + (size_t)r * stride, cols);
   }
   kernels::QMatrix q{type, rows, cols, dst, stride};
@@ -98,8 +98,8 @@ void DraftMatrix::matmul_rows(kernels::MatmulContext& ctx, const int64_t* rows, 
   kernels::matmul(ctx, sel, x, 1, y, n_sel);
 }
 
-void DraftMatrix::dequantize_row(int64_t r, float* out) const {
-  if (quantized_) quant::dequantize_row(quant_, r, out, kernels::detect_isa());
+void DraftMatrix::dequantize_row(int64_t r, float* out, kernels::Isa isa) const {
+  if (quantized_) quant::dequantize_row(quant_, r, out, std::min(isa, kernels::detect_isa()));
   else kernels::dequantize_row(dense_.type, static_cast<const uint8_t*>(dense_.data) + (size_t)r * dense_.row_stride, out,
                                dense_.n_cols);
 }

@@ -45,7 +45,7 @@ class DraftMatrix {
   void matmul_rows(kernels::MatmulContext& ctx, const int64_t* rows, int64_t n_sel, const float* x, float* y,
                    std::vector<uint8_t>& gather) const;
   // Row r in the original basis (gather tables): out [n_cols] f32.
-  void dequantize_row(int64_t r, float* out) const;
+  void dequantize_row(int64_t r, float* out, kernels::Isa isa) const;  // isa: at most the CPU's
 
   size_t storage_bytes() const;
   std::string describe() const;  // "BF16", "Q8_0", "affine 4-bit g64", ...

@@ -41,13 +41,14 @@ Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::load(const std::string& di
   tables.lm_head = target.weights().output;  // the target's LM head (== token_embd when tied)
   tables.n_vocab = tc.n_vocab;
   tables.n_embd = tc.n_embd;
-  return load(dir, target_shape(tc), &tables, opt, pool);
+  // The target's backend decides the drafter's kernels too (`--backend cpu-avx2` reaches both).
+  return load(dir, target_shape(tc), &tables, opt, pool, target.backend().matmul_context(nullptr).isa);
 }
 
 Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::load(const std::string& dir, const TargetShape& target,
                                                            const TargetTables* tables, const DSparkOptions& opt,
-                                                           ThreadPool* pool) {
-  auto m = DSparkModel::load(dir, target, tables, net::DSparkLoadOptions{.copy_bits = opt.copy_bits});
+                                                           ThreadPool* pool, std::optional<kernels::Isa> isa) {
+  auto m = DSparkModel::load(dir, target, tables, net::DSparkLoadOptions{.copy_bits = opt.copy_bits, .isa = isa});
   if (!m) return m.status();
   return create(std::move(m.value()), opt, pool);
 }

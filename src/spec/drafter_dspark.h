@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,10 +90,11 @@ class DSparkDrafter : public Drafter {
   // for drafters without embed_tokens / lm_head).
   static Result<std::unique_ptr<DSparkDrafter>> load(const std::string& dir, const model::Model& target,
                                                      const DSparkOptions& opt, ThreadPool* pool);
-  // Same against a target described by shape and (optional) tables.
+  // Same against a target described by shape and (optional) tables; `isa`: the kernels' instruction
+  // set (the target backend's; unset: the best the CPU has).
   static Result<std::unique_ptr<DSparkDrafter>> load(const std::string& dir, const TargetShape& target,
                                                      const TargetTables* tables, const DSparkOptions& opt,
-                                                     ThreadPool* pool);
+                                                     ThreadPool* pool, std::optional<kernels::Isa> isa = {});
   // A new request state over already loaded (shared) weights.
   static Result<std::unique_ptr<DSparkDrafter>> create(std::shared_ptr<const DSparkModel> model,
                                                        const DSparkOptions& opt, ThreadPool* pool);

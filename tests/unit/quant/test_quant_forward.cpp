@@ -84,7 +84,7 @@ class QuantForward : public ::testing::Test {
       EXPECT_TRUE(binder.bind(module + ".weight", rows, cols, &m).is_ok());
       formats::StWriteTensor t{module + ".weight", formats::StDType::kF32, {rows, cols}, {}};
       t.bytes.resize((size_t)(rows * cols * 4));
-      for (int64_t r = 0; r < rows; ++r) m.dequantize_row(r, reinterpret_cast<float*>(t.bytes.data()) + r * cols);
+      for (int64_t r = 0; r < rows; ++r) m.dequantize_row(r, reinterpret_cast<float*>(t.bytes.data()) + r * cols, kernels::detect_isa());
       ts.push_back(std::move(t));
     }
     for (const std::string& name : st->tensor_names())
@@ -235,8 +235,8 @@ TEST_F(QuantForward, Int4CopiesTrackA4BitCheckpoint) {
     for (const auto& [c, o] : mats) {
       std::vector<float> rc((size_t)c->n_cols()), ro(rc.size());
       for (int64_t r = 0; r < c->n_rows(); ++r) {
-        c->dequantize_row(r, rc.data());
-        o->dequantize_row(r, ro.data());
+        c->dequantize_row(r, rc.data(), kernels::detect_isa());
+        o->dequantize_row(r, ro.data(), kernels::detect_isa());
         ASSERT_EQ(rc, ro) << o->describe() << " row " << r;
       }
     }

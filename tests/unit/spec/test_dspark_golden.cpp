@@ -118,23 +118,28 @@ float max_abs_diff(const float* a, const float* b, size_t n) {
   return m;
 }
 
-std::unique_ptr<DSparkDrafter> make_drafter(const Golden& g, const DSparkOptions& opt, ThreadPool* pool = nullptr) {
+std::unique_ptr<DSparkDrafter> make_drafter(const Golden& g, const DSparkOptions& opt, ThreadPool* pool = nullptr,
+                                            std::optional<kernels::Isa> isa = {}) {
   const FakeTarget t = fake_target(g);
-  auto d = DSparkDrafter::load(g.dir.string(), t.shape, t.has_tables ? &t.tables : nullptr, opt, pool);
+  auto d = DSparkDrafter::load(g.dir.string(), t.shape, t.has_tables ? &t.tables : nullptr, opt, pool, isa);
   EXPECT_TRUE(d.is_ok()) << d.message();
   return d.is_ok() ? std::move(d.value()) : nullptr;
 }
 
 // Replays every case; *stats receives the fast-path counters.
-void replay(const Golden& g, bool fast, MarkovFastPathStats* stats, ThreadPool* pool = nullptr) {
+void replay(const Golden& g, bool fast, MarkovFastPathStats* stats, ThreadPool* pool = nullptr,
+            std::optional<kernels::Isa> isa = {}) {
   const json& d = g.j["dims"];
   const int64_t H = d["H"], m = d["m"], vd = d["V_draft"], gamma = d["gamma"], hd = d["hd"], nkv = d["nKV"];
   DSparkOptions opt;
   opt.markov_fast_path = fast;
   opt.report_confidence = true;
   opt.fast_path_top_k = 8;  // V_d is 96..192 here; a real vocabulary would use 64
-  auto dr = make_drafter(g, opt, pool);
+  auto dr = make_drafter(g, opt, pool, isa);
   ASSERT_TRUE(dr);
+  if (isa) {
+    EXPECT_EQ(dr->model().isa(), std::min(*isa, kernels::detect_isa()));
+  }
   const std::string variant = g.j["variant"];
   for (const json& c : g.j["cases"]) {
     const std::string where = variant + "/" + c["name"].get<std::string>() + (fast ? " (fast)" : " (full)");
@@ -214,6 +219,19 @@ TEST(DSparkGolden, ReplayFullProduct) {
     MarkovFastPathStats st;
     replay(load_golden(dir), false, &st);
     EXPECT_EQ(st.hits, 0u);
+  }
+}
+
+// The backend's instruction set reaches the drafter (`--backend cpu-scalar` / `cpu-avx2`), and every
+// set gives the goldens.
+TEST(DSparkGolden, ReplayOnEveryIsa) {
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2}) {
+    if (isa > kernels::detect_isa()) continue;
+    for (const auto& dir : variants()) {
+      SCOPED_TRACE(dir.filename().string() + (isa == kernels::Isa::kScalar ? " scalar" : " avx2"));
+      MarkovFastPathStats st;
+      replay(load_golden(dir), false, &st, nullptr, isa);
+    }
   }
 }
 

@@ -241,7 +241,7 @@ TEST_F(DSparkLoad, TargetTables) {
   ASSERT_EQ(w.lm_head.n_rows(), (int64_t)w.d2t.size());
   for (size_t j = 0; j < w.d2t.size(); ++j) {
     float row[40];
-    w.lm_head.dequantize_row((int64_t)j, row);
+    w.lm_head.dequantize_row((int64_t)j, row, kernels::detect_isa());
     ASSERT_EQ(row[7], good[(size_t)w.d2t[j] * 40 + 7]) << "draft row " << j;
   }
 }
