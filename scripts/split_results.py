@@ -32,6 +32,10 @@ Usage:
             written (listing them), 0 otherwise
   --force   overwrite date files even when they hold sections the input lacks
 
+Splitting a journal kept elsewhere (say the journal version of docs/RESULTS.md on another branch,
+after docs/RESULTS.md became the summary):
+  git show BRANCH:docs/RESULTS.md > journal.md && python3 scripts/split_results.py journal.md
+
 Exit status: 0 done (or --check clean), 1 --check found differences, 2 usage or refused overwrite.
 """
 import argparse
