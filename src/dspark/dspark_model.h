@@ -108,7 +108,7 @@ struct DSparkScratch {
 struct DSparkLoadOptions {
   // 8 or 4: fc, the layers' matrices and a drafter-owned LM head as Q8_0 / Q4_1 copies
   // (DraftMatrix::integer_copy) for the integer matmul kernels: on CPUs without fast kernels for
-  // the 4-bit drafter formats (no AMX) this is the fast form (docs/RESULTS.md). Gather tables and
+  // the 4-bit drafter formats (no AMX) this is the fast form (docs/results/2026-12-02.md, docs/results/2026-12-03.md). Gather tables and
   // the Markov head stay as given. 0 = every matrix as given.
   int copy_bits = 0;
   // The kernels' instruction set: the target backend's (`--backend`), so one flag governs the whole

@@ -145,7 +145,7 @@ Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const 
   if (mode == "int4") return DraftQuantChoice{path, 4, {}};
   if (mode == "none") {
     // A quantized checkpoint as given, on a CPU without AMX: ~2x slower per draft than its int8 copies
-    // (docs/RESULTS.md, 2026-12-03 and 2026-12-04), so an A/B of it is not what generate / serve mount.
+    // (docs/results/2026-12-03.md and docs/results/2026-12-04.md), so an A/B of it is not what generate / serve mount.
     auto qc = quant::read_quant_config((fs::path(path) / "config.json").string());
     if (!qc || !qc->present || (kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available()))
       return as_given;

@@ -3,7 +3,7 @@
 //   none  the checkpoint as given;
 //   auto  an unquantized checkpoint is converted once to the recommended rung
 //         (drafters/quant_auto.json: method / bits / group, or a recipe from drafters/recipes/,
-//         chosen from the measured acceptance-per-byte curve, docs/RESULTS.md), written through a
+//         chosen from the measured acceptance-per-byte curve, docs/results/2026-11-29.md), written through a
 //         staging folder beside the source (DIR-auto-<rung>; if DIR's parent is not writable, under
 //         <cache>/drafters/), reloaded and drafted once before it is renamed into place, and reused
 //         on later runs. A quantized checkpoint, a drafter that does not load against the target,
