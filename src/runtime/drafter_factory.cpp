@@ -11,6 +11,7 @@
 #include "spec/drafter_dspark.h"
 #include "spec/drafter_model.h"
 #include "spec/drafter_ngram.h"
+#include "spec/drafter_suffix.h"
 
 namespace dspark::runtime {
 
@@ -46,6 +47,20 @@ Result<DrafterBundle> open_ngram(const spec::SpecConfig& c, const DrafterRuntime
   b.kind = "ngram";
   b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
   b.drafter = std::make_unique<spec::NgramDrafter>();
+  return b;
+}
+
+// The index is mapped and checked once per process and shared by every request's drafter (the
+// fingerprint, a hash of the vocabulary, is a few ms per call).
+Result<DrafterBundle> open_suffix(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel& target,
+                                  ThreadPool*) {
+  const std::string fp = spec::tokenizer_fingerprint(*target.tok);
+  auto ix = spec::SuffixIndex::open_shared(c.suffix_index, target.tok->n_vocab(), fp);
+  if (!ix) return ix.status();
+  DrafterBundle b;
+  b.kind = "suffix";
+  b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
+  b.drafter = std::make_unique<spec::SuffixDrafter>(std::move(ix).value());
   return b;
 }
 
@@ -108,6 +123,8 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
 
 const DrafterKind kKinds[] = {
     {"ngram", "prompt lookup over the context (no weights)", false, open_ngram},
+    {"suffix", "prompt lookup, then a suffix index over the target's own answers (suffix-index=PATH)", false,
+     open_suffix},
     {"draft-model", "a smaller GGUF model with the target's vocabulary", true, open_draft_model},
     {"dspark", "a DSpark checkpoint (DeepSpec format) reading the target's hidden states", true, open_dspark},
 };
@@ -130,6 +147,7 @@ Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRunti
                                    ThreadPool* pool) {
   DSPARK_RETURN_IF_ERROR(spec::check_spec(c));
   std::string kind = c.kind;
+  if (kind == "auto" && c.model.empty() && !c.suffix_index.empty()) kind = "suffix";
   if (kind == "auto") {
     auto k = detect_draft_kind(c.model);
     if (!k) return k.status();

@@ -1,5 +1,6 @@
 // Builds the drafter a spec::SpecConfig asks for, through the registry of drafter kinds
-// (drafter_kinds(): ngram | draft-model | dspark; auto detects one from the path).
+// (drafter_kinds(): ngram | suffix | draft-model | dspark; auto detects one from the path, or is
+// suffix when only a suffix index is given).
 // `auto` detects the kind from the path (docs/DSPARK-CHECKPOINT.md §1): a directory whose config.json names
 // architectures[0] == "Gemma4DSparkModel" is a DeepSpec DSpark drafter; a GGUF file is a
 // two-model drafter (its vocabulary must equal the target's).

@@ -30,7 +30,8 @@ std::string fmt_double(double v) {
 }
 
 const SpecKey kKeys[] = {
-    {"draft-kind", "drafter: auto (from --draft-model), ngram (prompt lookup, no weights), draft-model, dspark",
+    {"draft-kind", "drafter: auto (from --draft-model, or suffix with --suffix-index alone), ngram (prompt lookup,\n"
+                   "no weights), suffix (prompt lookup, then a suffix index of the target's answers), draft-model, dspark",
      [](const SpecConfig& c) { return c.kind; },
      [](SpecConfig* c, const std::string& v) {
        if (v.empty() || v.size() > 32) return Status::error("'" + v + "' is not a drafter kind");
@@ -100,6 +101,14 @@ const SpecKey kKeys[] = {
        c->governor = s == "on";
        return Status::ok();
      }},
+    {"suffix-index", "draft-kind suffix: the suffix index over the target's own answers (a .sfx file made by\n"
+                     "dspark suffix-index build; docs/SPECULATION.md, \"Retrieval drafting\")",
+     [](const SpecConfig& c) { return c.suffix_index; },
+     [](SpecConfig* c, const std::string& v) {
+       if (v.empty()) return Status::error("needs a path");
+       c->suffix_index = v;
+       return Status::ok();
+     }},
 };
 
 }  // namespace
@@ -142,8 +151,13 @@ Result<SpecConfig> parse_spec(const std::string& text, SpecConfig base) {
 }
 
 Status check_spec(const SpecConfig& c) {
-  if (c.kind == "auto" && c.model.empty()) return Status::error("draft-kind auto needs draft-model=PATH (or draft-kind ngram)");
-  if (c.kind == "ngram" && !c.model.empty()) return Status::error("draft-kind ngram takes no draft-model");
+  const bool suffix = c.kind == "suffix" || (c.kind == "auto" && c.model.empty() && !c.suffix_index.empty());
+  if (c.kind == "auto" && c.model.empty() && !suffix)
+    return Status::error("draft-kind auto needs draft-model=PATH (or draft-kind ngram, or suffix-index=PATH)");
+  if ((c.kind == "ngram" || suffix) && !c.model.empty())
+    return Status::error("draft-kind " + std::string(suffix ? "suffix" : "ngram") + " takes no draft-model");
+  if (suffix && c.suffix_index.empty()) return Status::error("draft-kind suffix needs suffix-index=PATH");
+  if (!suffix && !c.suffix_index.empty()) return Status::error("suffix-index is for draft-kind suffix only");
   if ((c.kind == "draft-model" || c.kind == "dspark") && c.model.empty())
     return Status::error("draft-kind " + c.kind + " needs draft-model=PATH");
   return Status::ok();
