@@ -60,7 +60,9 @@ Result<DrafterBundle> open_suffix(const spec::SpecConfig& c, const DrafterRuntim
   DrafterBundle b;
   b.kind = "suffix";
   b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
-  b.drafter = std::make_unique<spec::SuffixDrafter>(std::move(ix).value());
+  spec::SuffixDrafterConfig cfg;
+  cfg.query.min_prob = c.suffix_min_prob;
+  b.drafter = std::make_unique<spec::SuffixDrafter>(std::move(ix).value(), cfg);
   return b;
 }
 

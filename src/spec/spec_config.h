@@ -19,6 +19,7 @@ namespace dspark::spec {
 
 inline constexpr int kMaxGamma = 64;      // largest accepted gamma (any drafter)
 inline constexpr int kDefaultGamma = 5;   // gamma 0 for drafters without a block size
+inline constexpr double kDefaultSuffixMinProb = 0.1;  // the suffix index's adaptive draft length (SuffixQueryConfig)
 
 struct SpecConfig {
   std::string kind = "auto";        // a drafter kind (runtime/drafter_factory.h registry) or auto: from `model`
@@ -33,6 +34,7 @@ struct SpecConfig {
   std::string quant = "auto";       // DSpark checkpoint: auto | none (as given) | int8 | int4 (runtime/draft_quant.h)
   bool governor = true;             // per-round draft length from measured tokens per ms, 0 = plain (spec/governor.h)
   std::string suffix_index;         // draft-kind suffix: the suffix index file (spec/suffix_index.h); "" otherwise
+  double suffix_min_prob = kDefaultSuffixMinProb;  // draft-kind suffix: SuffixQueryConfig::min_prob, [0, 1]
 
   bool cost_schedule() const { return schedule == "cost" || schedule == "cost-static" || schedule == "cost-gated"; }
   bool operator==(const SpecConfig&) const = default;

@@ -17,6 +17,7 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   c.quant = "none";
   c.governor = false;
   c.suffix_index = "answers.sfx";
+  c.suffix_min_prob = 0.375;
   std::string text;
   for (const SpecKey& k : spec_keys()) {
     if (!text.empty()) text += ",";
@@ -27,7 +28,7 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   auto back = parse_spec(text);
   ASSERT_TRUE(back) << back.message();
   EXPECT_EQ(*back, c);
-  EXPECT_EQ(spec_keys().size(), 9u);
+  EXPECT_EQ(spec_keys().size(), 10u);
   for (const char* sched : {"fixed", "cost", "cost-static", "cost-gated"}) {
     std::string text = "draft-model=m,draft-schedule=";
     text.append(sched);
@@ -95,6 +96,12 @@ TEST(SpecConfig, SuffixIndexGoesWithDraftKindSuffixOnly) {
     EXPECT_NE(check_spec(d).message().find("for draft-kind suffix only"), std::string::npos) << kind;
   }
   EXPECT_FALSE(parse_spec("suffix-index="));
+  EXPECT_FALSE(parse_spec("suffix-index=a.sfx,suffix-min-prob=1.5"));
+  auto p = parse_spec("suffix-index=a.sfx,suffix-min-prob=0.25");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->suffix_min_prob, 0.25);
+  EXPECT_TRUE(check_spec(*p));
+  EXPECT_FALSE(check_spec(*parse_spec("draft-kind=ngram,suffix-min-prob=0.25")));
 }
 
 }  // namespace
