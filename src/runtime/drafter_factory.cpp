@@ -40,6 +40,10 @@ Result<std::string> detect_draft_kind(const std::string& path) {
   return Status::error(path + ": no such drafter file or directory");
 }
 
+Result<std::shared_ptr<const spec::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target) {
+  return spec::SuffixIndex::open_shared(path, target.tok->n_vocab(), spec::tokenizer_fingerprint(*target.tok));
+}
+
 namespace {
 
 Result<DrafterBundle> open_ngram(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel&, ThreadPool*) {
@@ -50,12 +54,9 @@ Result<DrafterBundle> open_ngram(const spec::SpecConfig& c, const DrafterRuntime
   return b;
 }
 
-// The index is mapped and checked once per process and shared by every request's drafter (the
-// fingerprint, a hash of the vocabulary, is a few ms per call).
 Result<DrafterBundle> open_suffix(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel& target,
                                   ThreadPool*) {
-  const std::string fp = spec::tokenizer_fingerprint(*target.tok);
-  auto ix = spec::SuffixIndex::open_shared(c.suffix_index, target.tok->n_vocab(), fp);
+  auto ix = open_suffix_index(c.suffix_index, target);
   if (!ix) return ix.status();
   DrafterBundle b;
   b.kind = "suffix";

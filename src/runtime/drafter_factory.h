@@ -18,6 +18,7 @@
 #include "spec/drafter.h"
 #include "spec/governor.h"
 #include "spec/spec_config.h"
+#include "spec/suffix_index.h"
 #include "runtime/loaded_model.h"
 
 namespace dspark::runtime {
@@ -42,6 +43,11 @@ struct DrafterBundle {
   std::unique_ptr<spec::Drafter> drafter;
   spec::GovernorConfig governor = {};  // what SpecParams::governor should be for this drafter
 };
+
+// The suffix index of draft-kind suffix for this target, checked against its tokenizer and mapped
+// once per process (shared by every request's drafter; the fingerprint, a hash of the vocabulary,
+// costs a few ms per call). Errors name the file.
+Result<std::shared_ptr<const spec::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target);
 
 // Detects "dspark" / "draft-model" from a path; error if neither.
 Result<std::string> detect_draft_kind(const std::string& path);

@@ -15,30 +15,15 @@ SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index
   return out->empty() ? SuffixSource::kNone : SuffixSource::kLookupOne;
 }
 
-Status SuffixDrafter::begin(std::span<const int32_t> prompt, const TapRows&) {
-  history_.assign(prompt.begin(), prompt.end());
-  return Status::ok();
+void SuffixDrafter::propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) {
+  last_ = suffix_draft(seq, *index_, cfg_, max_n, out);
+  ++rounds_[(int)last_];
+  tokens_[(int)last_] += (int64_t)out->size();
 }
 
-Status SuffixDrafter::draft(const DraftRequest& req, DraftResult* out) {
-  out->clear();
-  history_.push_back(req.pending);  // temporarily: the lookup runs over history + pending
-  const SuffixSource src = suffix_draft(history_, *index_, cfg_, req.max_n, &out->tokens);
-  history_.pop_back();
-  last_ = src;
-  ++rounds_[(int)src];
-  tokens_[(int)src] += (int64_t)out->tokens.size();
-  if (req.sampler.temperature > 0)
-    for (int32_t t : out->tokens) out->q.push_back({{t, 1.0f}});
-  return Status::ok();
-}
-
-Status SuffixDrafter::commit(std::span<const int32_t> committed, int64_t pos, const TapRows&) {
-  if (pos != (int64_t)history_.size()) return Status::error("suffix drafter: commit at an unexpected position");
-  history_.insert(history_.end(), committed.begin(), committed.end());
-  if (!committed.empty()) accepted_[(int)last_] += (int64_t)committed.size() - 1;  // pending + accepted drafts
-  last_ = SuffixSource::kNone;
-  return Status::ok();
+void SuffixDrafter::on_commit(int64_t accepted) {
+  accepted_[(int)last_] += accepted;
+  last_ = SuffixSource::kNone;  // a plain round (no draft) commits nothing of any source
 }
 
 nlohmann::json SuffixDrafter::stats() const {

@@ -26,22 +26,22 @@ enum class SuffixSource { kNone, kLookup, kIndex, kLookupOne };
 SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index, const SuffixDrafterConfig& cfg,
                           int max_n, std::vector<int32_t>* out);
 
-class SuffixDrafter : public Drafter {
+class SuffixDrafter : public LookupDrafterBase {
  public:
   SuffixDrafter(std::shared_ptr<const SuffixIndex> index, SuffixDrafterConfig cfg = {})
       : index_(std::move(index)), cfg_(cfg) {}
   std::string kind() const override { return "suffix"; }
-  Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
-  Status draft(const DraftRequest& req, DraftResult* out) override;
-  Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;
   // Per source: rounds, tokens proposed and accepted: {"lookup": {"rounds", "tokens", "accepted"}, "index": ...,
   // "lookup1": ..., "none": ...}.
   nlohmann::json stats() const override;
 
+ protected:
+  void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) override;
+  void on_commit(int64_t accepted) override;
+
  private:
   std::shared_ptr<const SuffixIndex> index_;
   SuffixDrafterConfig cfg_;
-  std::vector<int32_t> history_;  // committed tokens [0, P)
   static constexpr int kSources = 4;
   int64_t rounds_[kSources] = {}, tokens_[kSources] = {}, accepted_[kSources] = {};  // per SuffixSource
   SuffixSource last_ = SuffixSource::kNone;  // the source of the draft the next commit settles
