@@ -64,7 +64,8 @@ struct Group {
 };
 Group largest_group(const At& at, uint64_t lo, uint64_t hi, uint64_t off) {
   Group best;
-  for (uint64_t i = lo; i < hi;) {
+  // A later group must be strictly larger to win, so once what is left is no larger, stop.
+  for (uint64_t i = lo; i < hi && hi - i > best.hi - best.lo;) {
     const int32_t t = at(i, off);
     const uint64_t end = group_end(at, i, hi, off, t);
     if (t != kSuffixSeparator && end - i > best.hi - best.lo) best = {t, i, end};
