@@ -129,6 +129,17 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
         std::fprintf(stderr, "dspark ab: arm %s: %s\n", a.name.c_str(), k.message().c_str());
         return kExitBadInput;
       }
+  // So is a suffix index that does not open for this target (held open until the arms are built).
+  std::vector<std::shared_ptr<const spec::SuffixIndex>> indexes;
+  for (const ArmSpec& a : opt.arms)
+    if (!a.serial && !a.drafter.suffix_index.empty()) {
+      auto ix = open_suffix_index(a.drafter.suffix_index, lm);
+      if (!ix) {
+        std::fprintf(stderr, "dspark ab: arm %s: %s\n", a.name.c_str(), ix.message().c_str());
+        return kExitBadInput;
+      }
+      indexes.push_back(std::move(ix).value());
+    }
   // The verify-cost table (the cost-aware schedule's, the governor's prior) is measured once and
   // shared by every arm: the target is the same, and per-arm start-up timings differ by noise
   // alone, which would make the arms draft to different lengths for no reason of their own.

@@ -11,6 +11,7 @@
 #include "spec/drafter_dspark.h"
 #include "spec/drafter_model.h"
 #include "spec/drafter_ngram.h"
+#include "spec/drafter_suffix.h"
 
 namespace dspark::runtime {
 
@@ -39,6 +40,10 @@ Result<std::string> detect_draft_kind(const std::string& path) {
   return Status::error(path + ": no such drafter file or directory");
 }
 
+Result<std::shared_ptr<const spec::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target) {
+  return spec::SuffixIndex::open_shared(path, target.tok->n_vocab(), spec::tokenizer_fingerprint(*target.tok));
+}
+
 namespace {
 
 Result<DrafterBundle> open_ngram(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel&, ThreadPool*) {
@@ -46,6 +51,19 @@ Result<DrafterBundle> open_ngram(const spec::SpecConfig& c, const DrafterRuntime
   b.kind = "ngram";
   b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
   b.drafter = std::make_unique<spec::NgramDrafter>();
+  return b;
+}
+
+Result<DrafterBundle> open_suffix(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel& target,
+                                  ThreadPool*) {
+  auto ix = open_suffix_index(c.suffix_index, target);
+  if (!ix) return ix.status();
+  DrafterBundle b;
+  b.kind = "suffix";
+  b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
+  spec::SuffixDrafterConfig cfg;
+  cfg.query.min_prob = c.suffix_min_prob;
+  b.drafter = std::make_unique<spec::SuffixDrafter>(std::move(ix).value(), cfg);
   return b;
 }
 
@@ -108,6 +126,8 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
 
 const DrafterKind kKinds[] = {
     {"ngram", "prompt lookup over the context (no weights)", false, open_ngram},
+    {"suffix", "prompt lookup, then a suffix index over the target's own answers (suffix-index=PATH)", false,
+     open_suffix},
     {"draft-model", "a smaller GGUF model with the target's vocabulary", true, open_draft_model},
     {"dspark", "a DSpark checkpoint (DeepSpec format) reading the target's hidden states", true, open_dspark},
 };
@@ -130,6 +150,7 @@ Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRunti
                                    ThreadPool* pool) {
   DSPARK_RETURN_IF_ERROR(spec::check_spec(c));
   std::string kind = c.kind;
+  if (kind == "auto" && c.model.empty() && !c.suffix_index.empty()) kind = "suffix";
   if (kind == "auto") {
     auto k = detect_draft_kind(c.model);
     if (!k) return k.status();

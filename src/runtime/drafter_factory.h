@@ -1,5 +1,6 @@
 // Builds the drafter a spec::SpecConfig asks for, through the registry of drafter kinds
-// (drafter_kinds(): ngram | draft-model | dspark; auto detects one from the path).
+// (drafter_kinds(): ngram | suffix | draft-model | dspark; auto detects one from the path, or is
+// suffix when only a suffix index is given).
 // `auto` detects the kind from the path (docs/DSPARK-CHECKPOINT.md §1): a directory whose config.json names
 // architectures[0] == "Gemma4DSparkModel" is a DeepSpec DSpark drafter; a GGUF file is a
 // two-model drafter (its vocabulary must equal the target's).
@@ -17,6 +18,7 @@
 #include "spec/drafter.h"
 #include "spec/governor.h"
 #include "spec/spec_config.h"
+#include "spec/suffix_index.h"
 #include "runtime/loaded_model.h"
 
 namespace dspark::runtime {
@@ -41,6 +43,11 @@ struct DrafterBundle {
   std::unique_ptr<spec::Drafter> drafter;
   spec::GovernorConfig governor = {};  // what SpecParams::governor should be for this drafter
 };
+
+// The suffix index of draft-kind suffix for this target, checked against its tokenizer and mapped
+// once per process (shared by every request's drafter; the fingerprint, a hash of the vocabulary,
+// costs a few ms per call). Errors name the file.
+Result<std::shared_ptr<const spec::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target);
 
 // Detects "dspark" / "draft-model" from a path; error if neither.
 Result<std::string> detect_draft_kind(const std::string& path);

@@ -18,25 +18,26 @@ std::vector<int32_t> ngram_lookup(std::span<const int32_t> seq, const NgramConfi
   return {};
 }
 
-Status NgramDrafter::begin(std::span<const int32_t> prompt, const TapRows&) {
+Status LookupDrafterBase::begin(std::span<const int32_t> prompt, const TapRows&) {
   history_.assign(prompt.begin(), prompt.end());
   return Status::ok();
 }
 
-Status NgramDrafter::draft(const DraftRequest& req, DraftResult* out) {
+Status LookupDrafterBase::draft(const DraftRequest& req, DraftResult* out) {
   out->clear();
   if (req.max_n <= 0) return Status::ok();
   history_.push_back(req.pending);  // temporarily: the lookup runs over history + pending
-  out->tokens = ngram_lookup(history_, cfg_, req.max_n);
+  propose(history_, req.max_n, &out->tokens);
   history_.pop_back();
   if (req.sampler.temperature > 0)
     for (int32_t t : out->tokens) out->q.push_back({{t, 1.0f}});
   return Status::ok();
 }
 
-Status NgramDrafter::commit(std::span<const int32_t> committed, int64_t pos, const TapRows&) {
-  if (pos != (int64_t)history_.size()) return Status::error("ngram drafter: commit at an unexpected position");
+Status LookupDrafterBase::commit(std::span<const int32_t> committed, int64_t pos, const TapRows&) {
+  if (pos != (int64_t)history_.size()) return Status::error(kind() + " drafter: commit at an unexpected position");
   history_.insert(history_.end(), committed.begin(), committed.end());
+  if (!committed.empty()) on_commit((int64_t)committed.size() - 1);  // the pending token + accepted drafts
   return Status::ok();
 }
 

@@ -16,17 +16,36 @@ struct NgramConfig {
 // match of the suffix of `seq` of length n, trying n = max_ngram..min_ngram; empty if none.
 std::vector<int32_t> ngram_lookup(std::span<const int32_t> seq, const NgramConfig& cfg, int max_n);
 
-class NgramDrafter : public Drafter {
+// The round protocol of a weightless drafter (ngram, suffix) around a pure proposer: keeps the
+// committed history, proposes from history + pending, one-hot q at T > 0.
+class LookupDrafterBase : public Drafter {
  public:
-  explicit NgramDrafter(NgramConfig cfg = {}) : cfg_(cfg) {}
-  std::string kind() const override { return "ngram"; }
   Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
   Status draft(const DraftRequest& req, DraftResult* out) override;
   Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;
 
+ protected:
+  // At most max_n proposals for the positions after seq (= history + pending).
+  virtual void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) = 0;
+  // The last draft's round committed `accepted` of its tokens (after the pending one).
+  virtual void on_commit(int64_t accepted) {}
+
+ private:
+  std::vector<int32_t> history_;  // committed tokens [0, P)
+};
+
+class NgramDrafter : public LookupDrafterBase {
+ public:
+  explicit NgramDrafter(NgramConfig cfg = {}) : cfg_(cfg) {}
+  std::string kind() const override { return "ngram"; }
+
+ protected:
+  void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) override {
+    *out = ngram_lookup(seq, cfg_, max_n);
+  }
+
  private:
   NgramConfig cfg_;
-  std::vector<int32_t> history_;  // committed tokens [0, P)
 };
 
 }  // namespace dspark::spec

@@ -23,6 +23,16 @@ Status one_of(const std::string& v, std::initializer_list<const char*> allowed, 
   return Status::error("'" + v + "' is not one of " + list);
 }
 
+// A number in [0, 1].
+Status parse_unit(const std::string& v, double* out) {
+  char* end = nullptr;
+  const double t = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(t) || t < 0 || t > 1)
+    return Status::error("'" + v + "' is not a number in [0, 1]");
+  *out = t;
+  return Status::ok();
+}
+
 std::string fmt_double(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", v);
@@ -30,7 +40,8 @@ std::string fmt_double(double v) {
 }
 
 const SpecKey kKeys[] = {
-    {"draft-kind", "drafter: auto (from --draft-model), ngram (prompt lookup, no weights), draft-model, dspark",
+    {"draft-kind", "drafter: auto (from --draft-model, or suffix with --suffix-index alone), ngram (prompt lookup,\n"
+                   "no weights), suffix (prompt lookup, then a suffix index of the target's answers), draft-model, dspark",
      [](const SpecConfig& c) { return c.kind; },
      [](SpecConfig* c, const std::string& v) {
        if (v.empty() || v.size() > 32) return Status::error("'" + v + "' is not a drafter kind");
@@ -60,14 +71,7 @@ const SpecKey kKeys[] = {
      }},
     {"draft-threshold", "dspark: stop drafting at the first slot whose confidence is below this, in [0, 1]",
      [](const SpecConfig& c) { return fmt_double(c.threshold); },
-     [](SpecConfig* c, const std::string& v) {
-       char* end = nullptr;
-       const double t = std::strtod(v.c_str(), &end);
-       if (v.empty() || *end != '\0' || !std::isfinite(t) || t < 0 || t > 1)
-         return Status::error("'" + v + "' is not a number in [0, 1]");
-       c->threshold = t;
-       return Status::ok();
-     }},
+     [](SpecConfig* c, const std::string& v) { return parse_unit(v, &c->threshold); }},
     {"draft-schedule", "dspark draft length: fixed (gamma / threshold), cost (expected tokens per ms of verify),\n"
                        "cost-static (cost, greedy requests too deciding from the start-up verify table and backbone\n"
                        "time instead of online timings, as sampled ones always do: drafts do not follow timing noise)\n"
@@ -100,6 +104,18 @@ const SpecKey kKeys[] = {
        c->governor = s == "on";
        return Status::ok();
      }},
+    {"suffix-index", "draft-kind suffix: the suffix index over the target's own answers (a .sfx file made by\n"
+                     "dspark suffix-index build; docs/SPECULATION.md, \"Retrieval drafting\")",
+     [](const SpecConfig& c) { return c.suffix_index; },
+     [](SpecConfig* c, const std::string& v) {
+       if (v.empty()) return Status::error("needs a path");
+       c->suffix_index = v;
+       return Status::ok();
+     }},
+    {"suffix-min-prob", "draft-kind suffix: an index draft grows while the share of the matched context's\n"
+                        "occurrences that continue with the whole draft so far is at least this, in [0, 1]",
+     [](const SpecConfig& c) { return fmt_double(c.suffix_min_prob); },
+     [](SpecConfig* c, const std::string& v) { return parse_unit(v, &c->suffix_min_prob); }},
 };
 
 }  // namespace
@@ -142,8 +158,15 @@ Result<SpecConfig> parse_spec(const std::string& text, SpecConfig base) {
 }
 
 Status check_spec(const SpecConfig& c) {
-  if (c.kind == "auto" && c.model.empty()) return Status::error("draft-kind auto needs draft-model=PATH (or draft-kind ngram)");
-  if (c.kind == "ngram" && !c.model.empty()) return Status::error("draft-kind ngram takes no draft-model");
+  const bool suffix = c.kind == "suffix" || (c.kind == "auto" && c.model.empty() && !c.suffix_index.empty());
+  if (c.kind == "auto" && c.model.empty() && !suffix)
+    return Status::error("draft-kind auto needs draft-model=PATH (or draft-kind ngram, or suffix-index=PATH)");
+  if ((c.kind == "ngram" || suffix) && !c.model.empty())
+    return Status::error("draft-kind " + std::string(suffix ? "suffix" : "ngram") + " takes no draft-model");
+  if (suffix && c.suffix_index.empty()) return Status::error("draft-kind suffix needs suffix-index=PATH");
+  if (!suffix && !c.suffix_index.empty()) return Status::error("suffix-index is for draft-kind suffix only");
+  if (!suffix && c.suffix_min_prob != kDefaultSuffixMinProb)
+    return Status::error("suffix-min-prob is for draft-kind suffix only");
   if ((c.kind == "draft-model" || c.kind == "dspark") && c.model.empty())
     return Status::error("draft-kind " + c.kind + " needs draft-model=PATH");
   return Status::ok();

@@ -19,6 +19,7 @@ namespace dspark::spec {
 
 inline constexpr int kMaxGamma = 64;      // largest accepted gamma (any drafter)
 inline constexpr int kDefaultGamma = 5;   // gamma 0 for drafters without a block size
+inline constexpr double kDefaultSuffixMinProb = 0.1;  // the suffix index's adaptive draft length (SuffixQueryConfig)
 
 struct SpecConfig {
   std::string kind = "auto";        // a drafter kind (runtime/drafter_factory.h registry) or auto: from `model`
@@ -32,6 +33,8 @@ struct SpecConfig {
   std::string copy = "auto";        // DSpark copy head: auto (as the config says) | on | off | only | first
   std::string quant = "auto";       // DSpark checkpoint: auto | none (as given) | int8 | int4 (runtime/draft_quant.h)
   bool governor = true;             // per-round draft length from measured tokens per ms, 0 = plain (spec/governor.h)
+  std::string suffix_index;         // draft-kind suffix: the suffix index file (spec/suffix_index.h); "" otherwise
+  double suffix_min_prob = kDefaultSuffixMinProb;  // draft-kind suffix: SuffixQueryConfig::min_prob, [0, 1]
 
   bool cost_schedule() const { return schedule == "cost" || schedule == "cost-static" || schedule == "cost-gated"; }
   bool operator==(const SpecConfig&) const = default;
@@ -56,7 +59,8 @@ Status set_spec_key(SpecConfig* c, const std::string& key, const std::string& va
 // "key=value,key=value" (each key at most once; values contain no commas) on top of `base`.
 Result<SpecConfig> parse_spec(const std::string& text, SpecConfig base = {});
 
-// Rules between keys: auto needs a model, ngram takes none, draft-model / dspark need one. A
+// Rules between keys: auto needs a model (or a suffix index: then it is suffix), ngram and suffix
+// take none, draft-model / dspark need one, suffix needs suffix-index and only suffix takes it. A
 // drafter kind's existence is checked by the registry that opens it.
 Status check_spec(const SpecConfig& c);
 

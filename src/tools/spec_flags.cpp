@@ -22,7 +22,7 @@ void add_spec_flags(Args& args, SpecFlags* f, bool no_spec_flag) {
 }
 
 Status check_spec_flags(const SpecFlags& f) {
-  if (f.no_spec && f.names_drafter()) return Status::error("--no-spec contradicts --draft-model / --draft-kind");
+  if (f.no_spec && f.names_drafter()) return Status::error("--no-spec contradicts --draft-model / --draft-kind / --suffix-index");
   if (Status st = check_drafter_kind(f.config.kind); !st) return Status::error("--" + st.message());
   if (f.names_drafter()) {
     if (Status st = spec::check_spec(f.config); !st) return Status::error("--" + st.message());

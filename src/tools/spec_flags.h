@@ -21,7 +21,9 @@ struct SpecFlags {
   std::set<std::string> given;  // keys set on the command line
 
   // A drafter was named (--draft-kind or --draft-model): no shipped default applies.
-  bool names_drafter() const { return given.count("draft-kind") || given.count("draft-model"); }
+  bool names_drafter() const {
+    return given.count("draft-kind") || given.count("draft-model") || given.count("suffix-index");
+  }
 };
 
 // Registers the keys' flags (their defaults are `f->config`'s values) and, with `no_spec_flag`,

@@ -17,5 +17,6 @@ int verb_sensitivity(int argc, char** argv);
 int verb_drafter_diag(int argc, char** argv);
 int verb_ab(int argc, char** argv);
 int verb_serve(int argc, char** argv);
+int verb_suffix_index(int argc, char** argv);
 
 }  // namespace dspark::tools

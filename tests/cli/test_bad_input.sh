@@ -94,6 +94,10 @@ expect_bad "serve: zero slots" serve -m x.gguf --parallel 0
 expect_bad "serve: unknown flag" serve --bogus
 expect_bad "serve: --no-spec with a drafter" serve -m x.gguf --no-spec --draft-kind ngram
 expect_bad "serve: missing model file" serve -m "$tmp/none.gguf"
+expect_bad "suffix-index: no subcommand" suffix-index
+expect_bad "suffix-index build: no --ids" suffix-index build -o "$tmp/x.sfx"
+expect_bad "ab: suffix-index on an ngram arm" ab -m x.gguf --a serial --b draft-kind=ngram,suffix-index=x.sfx
+expect_bad "ab: suffix arm without an index" ab -m x.gguf --a serial --b draft-kind=suffix
 
 if [ -n "$model" ] && [ -f "$model" ]; then
   head -c 5000000 "$model" >"$tmp/truncated.gguf"
@@ -153,6 +157,19 @@ PY
   else
     fail=$((fail + 1)); echo "FAIL reference path: exit $rc, $notes notes"; sed 's/^/     | /' "$tmp/err" | head -8
   fi
+  # Suffix indexes (draft-kind suffix): a missing, foreign, truncated or altered file is refused.
+  "$bin" suffix-index build -m "$model" --ids "$src/data/regen-ids/gemma3-270m-v2.ids.safetensors.xz" \
+    -o "$tmp/g.sfx" >/dev/null 2>&1 || { fail=$((fail + 1)); echo "FAIL suffix-index build on the gemma ids"; }
+  expect_bad "suffix index missing" generate -m "$model" -p hi --suffix-index "$tmp/none.sfx"
+  expect_bad "suffix index that is not one" generate -m "$model" -p hi --suffix-index "$src/README.md"
+  head -c -4 "$tmp/g.sfx" >"$tmp/g_cut.sfx"
+  expect_bad "suffix index truncated" generate -m "$model" -p hi --suffix-index "$tmp/g_cut.sfx"
+  python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[-9] ^= 1; open(sys.argv[2], "wb").write(b)' \
+    "$tmp/g.sfx" "$tmp/g_alt.sfx"
+  expect_bad "suffix index altered" generate -m "$model" -p hi --suffix-index "$tmp/g_alt.sfx"
+  expect_bad "ab: suffix index missing" ab -m "$model" --a serial --b suffix-index="$tmp/none.sfx" --prompts "$tmp/one.jsonl"
+  expect_bad "suffix-index build: missing ids file" suffix-index build -m "$model" --ids "$tmp/none.ids" -o "$tmp/y.sfx"
+  expect_bad "suffix-index build: not an ids file" suffix-index build -m "$model" --ids "$src/README.md" -o "$tmp/y.sfx"
   expect_bad "serve: context above the model's" serve -m "$model" --ctx 100000
   expect_bad "serve: drafter dir missing" serve -m "$model" --draft-model "$tmp/no-drafter"
   expect_bad "serve: unknown draft kind" serve -m "$model" --draft-kind eagle --draft-model "$model"
@@ -168,6 +185,9 @@ if [ -n "$smol" ] && [ -f "$smol" ]; then
   expect_bad "serve: a drafter trained for another target" serve -m "$smol" --draft-model "$drafters"
   expect_bad "generate: a drafter trained for another target" generate -m "$smol" --draft-model "$drafters" -p hi
   expect_bad "generate: unknown chat template" generate -m "$smol" --chat-template vicuna --chat -p hi
+  if [ -f "$tmp/g.sfx" ]; then
+    expect_bad "generate: a suffix index of another model's vocabulary" generate -m "$smol" -p hi --suffix-index "$tmp/g.sfx"
+  fi
 else
   echo "skip SmolLM2 cases: DSPARK_SMOLLM2_MODEL not set"
 fi

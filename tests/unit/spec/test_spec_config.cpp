@@ -16,6 +16,8 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   c.copy = "only";
   c.quant = "none";
   c.governor = false;
+  c.suffix_index = "answers.sfx";
+  c.suffix_min_prob = 0.375;
   std::string text;
   for (const SpecKey& k : spec_keys()) {
     if (!text.empty()) text += ",";
@@ -26,7 +28,7 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   auto back = parse_spec(text);
   ASSERT_TRUE(back) << back.message();
   EXPECT_EQ(*back, c);
-  EXPECT_EQ(spec_keys().size(), 8u);
+  EXPECT_EQ(spec_keys().size(), 10u);
   for (const char* sched : {"fixed", "cost", "cost-static", "cost-gated"}) {
     std::string text = "draft-model=m,draft-schedule=";
     text.append(sched);
@@ -72,6 +74,34 @@ TEST(SpecConfig, ErrorsNameTheKey) {
   EXPECT_TRUE(check_spec(c));
   c.model = "x";
   EXPECT_FALSE(check_spec(c));
+}
+
+TEST(SpecConfig, SuffixIndexGoesWithDraftKindSuffixOnly) {
+  auto c = parse_spec("suffix-index=a.sfx");
+  ASSERT_TRUE(c) << c.message();
+  EXPECT_EQ(c->suffix_index, "a.sfx");
+  EXPECT_TRUE(check_spec(*c));  // auto with only an index: suffix
+  c->kind = "suffix";
+  EXPECT_TRUE(check_spec(*c));
+  c->model = "m.gguf";
+  EXPECT_NE(check_spec(*c).message().find("takes no draft-model"), std::string::npos);
+  c->model.clear();
+  c->suffix_index.clear();
+  EXPECT_NE(check_spec(*c).message().find("needs suffix-index"), std::string::npos);
+  for (const char* kind : {"ngram", "dspark"}) {
+    SpecConfig d;
+    d.kind = kind;
+    d.model = std::string(kind) == "dspark" ? "dir" : "";
+    d.suffix_index = "a.sfx";
+    EXPECT_NE(check_spec(d).message().find("for draft-kind suffix only"), std::string::npos) << kind;
+  }
+  EXPECT_FALSE(parse_spec("suffix-index="));
+  EXPECT_FALSE(parse_spec("suffix-index=a.sfx,suffix-min-prob=1.5"));
+  auto p = parse_spec("suffix-index=a.sfx,suffix-min-prob=0.25");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->suffix_min_prob, 0.25);
+  EXPECT_TRUE(check_spec(*p));
+  EXPECT_FALSE(check_spec(*parse_spec("draft-kind=ngram,suffix-min-prob=0.25")));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "generate/generate.h"
 #include "spec/drafter_model.h"
 #include "spec/drafter_ngram.h"
+#include "spec/drafter_suffix.h"
 #include "random_drafter.h"
 #include "spec/spec_decode.h"
 
@@ -59,13 +60,23 @@ TEST_F(SpecTiny, GreedyIsLosslessForEveryDrafterAndGamma) {
   const std::vector<int32_t> prompt = {2, 40, 41, 42, 40, 41};
   const int n = 40;
   const auto want = serial(prompt, n);
+  // A suffix index over the serial answer with every fourth token changed, and the answer again
+  // reversed: its drafts are right in places and wrong in others.
+  std::vector<int32_t> corpus = want;
+  for (size_t i = 3; i < corpus.size(); i += 4) corpus[i] = (corpus[i] + 1) % kVocab;
+  corpus.push_back(spec::kSuffixSeparator);
+  corpus.insert(corpus.end(), want.rbegin(), want.rend());
+  corpus.push_back(spec::kSuffixSeparator);
+  auto sa = spec::build_suffix_array(corpus);
+  const auto index = spec::SuffixIndex::from_arrays(corpus, std::move(sa));
   for (int gamma : {1, 2, 3, 5, 7}) {
     for (bool governed : {false, true}) {
       spec::NgramDrafter ngram;
       spec::ModelDrafter self(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
       spec::ModelDrafter other(*other_, {.n_ctx = 256, .max_batch = 64}, &pool_);
       testing::RandomDrafter random(0, kVocab, 77);
-      for (spec::Drafter* d : std::vector<spec::Drafter*>{&ngram, &self, &other, &random}) {
+      spec::SuffixDrafter suffix(index);
+      for (spec::Drafter* d : std::vector<spec::Drafter*>{&ngram, &self, &other, &random, &suffix}) {
         model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
         spec::SpecParams sp;
         sp.gen.max_tokens = n;
