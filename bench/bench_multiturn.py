@@ -23,33 +23,17 @@ import os
 import random
 import signal
 import statistics
-import subprocess
 import sys
-import time
-import http.client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_serve import free_port, stream_chat  # noqa: E402
+from bench_serve import start_server, stream_chat  # noqa: E402
 
 
 def start(binary, model, threads, extra):
-    port = free_port()
-    proc = subprocess.Popen([binary, "serve", "-m", model, "--port", str(port), "--threads", str(threads),
-                             "--ctx", "4096"] + extra, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise SystemExit(f"bench_multiturn: the server exited: {proc.stderr.read()[-500:]}")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/v1/models")
-            r = c.getresponse()
-            if r.status == 200:
-                return proc, port, json.loads(r.read())["data"][0]["id"]
-        except OSError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("bench_multiturn: the server did not start")
+    proc, port, model_id = start_server(binary, model, ["--threads", str(threads), "--ctx", "4096"] + extra)
+    if proc is None:
+        raise SystemExit(f"bench_multiturn: the server ({binary} serve {' '.join(extra)}) did not start")
+    return proc, port, model_id
 
 
 def conversations(path, limit):

@@ -70,6 +70,28 @@ def stream_chat(port, model, messages, max_tokens, spec):
     return ttft if ttft is not None else total, total, n, "".join(text), usage
 
 
+def start_server(binary, model, flags, tries=600):
+    """`binary serve -m model --port P flags...` on a free port; (process, port, model id) once
+    /v1/models answers, (None, None, None) if it exits or does not answer within tries x 0.2 s."""
+    port = free_port()
+    proc = subprocess.Popen([binary, "serve", "-m", model, "--port", str(port)] + flags,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for _ in range(tries):
+        if proc.poll() is not None:
+            return None, None, None
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/v1/models")
+            r = c.getresponse()
+            if r.status == 200:
+                return proc, port, json.loads(r.read())["data"][0]["id"]
+        except OSError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    return None, None, None
+
+
 def load_prompts(path, n):
     by_cat = {}
     with open(path) as f:
@@ -115,23 +137,8 @@ def main():
     args = ap.parse_args()
 
     def start(extra):
-        port = free_port()
-        proc = subprocess.Popen([args.binary, "serve", "-m", args.model, "--port", str(port), "--parallel",
-                                 str(args.parallel), "--threads", str(args.threads), "--ctx", "2048"] +
-                                args.server_args.split() + extra,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for _ in range(300):
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                c.request("GET", "/v1/models")
-                r = c.getresponse()
-                if r.status == 200:
-                    return proc, port, json.loads(r.read())["data"][0]["id"]
-            except OSError:
-                pass
-            time.sleep(0.2)
-        proc.kill()
-        return None, None, None
+        return start_server(args.binary, args.model, ["--parallel", str(args.parallel), "--threads", str(args.threads),
+                                                      "--ctx", "2048"] + args.server_args.split() + extra)
 
     proc, port, model = start(args.spec_server_args.split())
     if not model:

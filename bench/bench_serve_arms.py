@@ -20,34 +20,20 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_serve import free_port, load_prompts, stream_chat  # noqa: E402
+from bench_serve import load_prompts, start_server, stream_chat  # noqa: E402
 
 
 def start(binary, model_path, parallel, threads, extra):
-    port = free_port()
-    p = subprocess.Popen([binary, "serve", "-m", model_path, "--port", str(port), "--parallel", str(parallel),
-                          "--threads", str(threads), "--ctx", "2048"] + extra,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(600):
-        if p.poll() is not None:
-            raise SystemExit(f"bench_serve_arms: {binary} exited at start (flags {extra})")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/v1/models")
-            r = c.getresponse()
-            if r.status == 200:
-                return p, port, json.loads(r.read())["data"][0]["id"]
-        except OSError:
-            pass
-        time.sleep(0.2)
-    p.kill()
-    raise SystemExit(f"bench_serve_arms: {binary} did not start")
+    p, port, model = start_server(binary, model_path, ["--parallel", str(parallel), "--threads", str(threads),
+                                                       "--ctx", "2048"] + extra)
+    if p is None:
+        raise SystemExit(f"bench_serve_arms: {binary} serve {' '.join(extra)} did not start")
+    return p, port, model
 
 
 def main():

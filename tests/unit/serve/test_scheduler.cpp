@@ -164,7 +164,8 @@ TEST_F(SchedulerTiny, SnapshotsServeMoreConversationsThanSlots) {
 
 TEST_F(SchedulerTiny, SnapshotBudgetEvictsLeastRecentlyUsed) {
   model::Session s(*model_, {.n_ctx = 128, .max_batch = 16}, &pool_);
-  auto fill = [&](PromptCache& cache, const std::vector<int32_t>& p) {
+  // Runs p + 2 generated tokens on the session and snapshots its first n positions (all by default).
+  auto fill = [&](PromptCache& cache, const std::vector<int32_t>& p, int64_t n = INT64_MAX) {
     spec::SeqHistory h;
     spec::SpecParams sp;
     sp.gen.max_tokens = 2;
@@ -172,17 +173,7 @@ TEST_F(SchedulerTiny, SnapshotBudgetEvictsLeastRecentlyUsed) {
     auto st = spec::SpecStepper::create(*model_, s, *tok_, p, sp, nullptr, &h, {});
     ASSERT_TRUE(st.is_ok());
     while (!(*st)->done()) ASSERT_TRUE((*st)->step().is_ok());
-    cache.save(s.kv(), h);
-  };
-  auto fill_prompt = [&](PromptCache& cache, const std::vector<int32_t>& p) {  // its first p.size() positions
-    spec::SeqHistory h;
-    spec::SpecParams sp;
-    sp.gen.max_tokens = 2;
-    sp.gen.ignore_eos = true;
-    auto st = spec::SpecStepper::create(*model_, s, *tok_, p, sp, nullptr, &h, {});
-    ASSERT_TRUE(st.is_ok());
-    while (!(*st)->done()) ASSERT_TRUE((*st)->step().is_ok());
-    cache.save(s.kv(), h, (int64_t)p.size());
+    cache.save(s.kv(), h, n);
   };
   // Tiny model: 6 layers (1 global, 5 sliding with rings of window 8 + max_batch 16), kv_dim 16, K and V
   // f16 = 64 bytes per layer row. A 40-token prompt + 2 generated leaves 41 positions in the KV: the
@@ -205,7 +196,7 @@ TEST_F(SchedulerTiny, SnapshotBudgetEvictsLeastRecentlyUsed) {
   // A prefix of the sequence: 40 of the 41 positions (high water 41): 40 rows of the global layer,
   // 40 - (41 - 24) = 23 of each sliding one (ring rows of positions 0..16 were overwritten).
   PromptCache head(1 << 20);
-  fill_prompt(head, prompt_of(40, 6));
+  fill(head, prompt_of(40, 6), 40);
   EXPECT_EQ(head.bytes(), (40 + 5 * 23) * 64 + 40 * sizeof(int32_t));
   EXPECT_EQ(head.best(prompt_of(40, 6)).second, 40);
   // A restore copies only the positions the caller will use; generating on from there is exact.
