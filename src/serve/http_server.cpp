@@ -134,7 +134,11 @@ HttpServer::HttpServer(const HttpOptions& opt, const ServedModel& model, const D
   lo.host = opt_.host;
   lo.port = opt_.port;
   lo.limits.max_body_bytes = opt_.max_body_bytes;
-  lo.max_connections = opt_.http_threads;
+  lo.max_handlers = opt_.http_threads;
+  lo.max_connections = opt_.max_connections;
+  lo.max_connections_per_ip = opt_.max_connections_per_ip;
+  lo.head_timeout_s = opt_.head_timeout_s;
+  lo.min_body_rate = opt_.min_body_rate;
   listener_ = std::make_unique<HttpListener>(
       lo, [this](const HttpRequest& req, HttpConn& conn) { return handle(req, conn); }, http_error_body,
       [this](const HttpRequest* req, int status, size_t bytes) {
@@ -149,6 +153,9 @@ HttpServer::HttpServer(const HttpOptions& opt, const ServedModel& model, const D
     if (r) add_cors(head, &*r);
     return r;
   });
+  // /health and /metrics are answered by the listener's event loop itself (they never block), so
+  // they answer while every handler thread is busy with a generation.
+  listener_->set_inline([](const HttpRequest& req) { return req.path == "/health" || req.path == "/metrics"; });
 }
 
 HttpServer::~HttpServer() = default;

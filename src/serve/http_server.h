@@ -26,7 +26,11 @@ struct HttpOptions {
   std::string api_key;                // empty: no key needed
   std::vector<std::string> cors_origins;  // browser origins allowed cross-origin ("*" = any); empty: no CORS
   size_t max_body_bytes = 1 << 20;    // larger bodies get 413
-  int http_threads = 8;               // open connections (one thread each; streams hold one); more get 503
+  int http_threads = 8;               // requests handled at once (one thread each; streams hold one); more get 503
+  int max_connections = 1024;         // open connections in all; more get 503
+  int max_connections_per_ip = 256;   // open connections from one client address (0 = no limit)
+  int head_timeout_s = 10;            // a request head must arrive whole within this (408)
+  int64_t min_body_rate = 16384;      // bytes/s a request body must keep up on average (408)
   bool log_requests = false;          // one line per request on stderr
 };
 

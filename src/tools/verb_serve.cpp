@@ -63,7 +63,8 @@ class OwningDrafter : public spec::Drafter {
 };
 
 // --cors-origin: comma-separated origins, each "*" or scheme://host[:port] (no path).
-Result<std::vector<std::string>> parse_origins(const std::string& list) {
+// A comma-separated flag value: its entries, spaces around them trimmed, empty ones dropped.
+std::vector<std::string> split_list(const std::string& list) {
   std::vector<std::string> out;
   size_t at = 0;
   while (at < list.size()) {
@@ -72,11 +73,18 @@ Result<std::vector<std::string>> parse_origins(const std::string& list) {
     at = comma == std::string::npos ? list.size() : comma + 1;
     while (!o.empty() && o.back() == ' ') o.pop_back();
     while (!o.empty() && o.front() == ' ') o.erase(o.begin());
+    if (!o.empty()) out.push_back(std::move(o));
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> parse_origins(const std::string& list) {
+  std::vector<std::string> out = split_list(list);
+  for (const std::string& o : out) {
     const size_t scheme = o.find("://");
     const bool ok = o == "*" || ((o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0) &&
                                  o.size() > scheme + 3 && o.find('/', scheme + 3) == std::string::npos);
     if (!ok) return Status::error("--cors-origin: '" + o + "' is not * or an origin like https://app.example[:port]");
-    out.push_back(o);
   }
   return out;
 }
@@ -94,6 +102,9 @@ int verb_serve(int argc, char** argv) {
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
   int64_t max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
   int64_t drain_s = 10, http_threads = 0;
+  serve::HttpOptions http_defaults;
+  int64_t max_connections = http_defaults.max_connections, max_connections_per_ip = http_defaults.max_connections_per_ip;
+  int64_t head_timeout_s = http_defaults.head_timeout_s, min_body_rate = http_defaults.min_body_rate;
   bool verbose = false, no_batch = false;
   Args args("dspark serve [--model M] [--draft-model D | --draft-kind K | --no-spec] [--host H] [--port P]\n"
             "       [--api-key KEY] [--parallel N] [--ctx N] [--max-queue Q]",
@@ -123,7 +134,20 @@ int verb_serve(int argc, char** argv) {
            1 << 20);
   args.add("--prefill-chunk", &prefill_chunk, "prompt tokens per scheduling step (fairness between slots)", 1, 1 << 20);
   args.add("--drain-timeout", &drain_s, "seconds SIGTERM waits for running requests before cancelling them", 0, 3600);
-  args.add("--http-threads", &http_threads, "open connections served at once, one thread each (default: 4 x (parallel + max-queue) + 32); more get 503", 0, 4096);
+  args.add("--http-threads", &http_threads,
+           "requests handled at once, one thread each while it runs (a stream holds one; idle and slow connections "
+           "hold none; default: 4 x (parallel + max-queue) + 32); more get 503",
+           0, 4096);
+  args.add("--max-connections", &max_connections, "open connections in all; more get 503", 1, 1 << 20);
+  args.add("--max-connections-per-ip", &max_connections_per_ip,
+           "open connections from one client address (0: no limit; raise it behind a proxy); more get 503", 0,
+           1 << 20);
+  args.add("--head-timeout", &head_timeout_s,
+           "seconds a request's header block may take from its first byte, however it trickles in (408 after)", 1,
+           3600);
+  args.add("--min-body-rate", &min_body_rate,
+           "bytes/s a request body must average: it must arrive within --head-timeout + length / rate (408 after)", 1,
+           1ll << 30);
   args.add_flag("--no-batch", &no_batch, "verify each slot's round in its own forward (default: one forward_multi)");
   args.add_flag("--verbose,-v", &verbose, "log one line per HTTP request; at start-up, the backend and the kernel each weight type runs on");
   if (Status st = args.parse(argc, argv, 2); !st) {
@@ -237,6 +261,10 @@ int verb_serve(int argc, char** argv) {
                           .cors_origins = *cors_origins,
                           .max_body_bytes = (size_t)max_body,
                           .http_threads = (int)(http_threads > 0 ? http_threads : 4 * (parallel + max_queue) + 32),
+                          .max_connections = (int)max_connections,
+                          .max_connections_per_ip = (int)max_connections_per_ip,
+                          .head_timeout_s = (int)head_timeout_s,
+                          .min_body_rate = min_body_rate,
                           .log_requests = verbose};
   serve::HttpServer server(hopt, served, dinfo, *lm->tok, **sched, metrics);
   if (Status st = server.bind(); !st) {

@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_server import SKIP, Server, check, failures, free_port  # noqa: E402
 
-HEADERS = b"Host: t\r\nContent-Type: application/json\r\n"
+HEADERS = b"Host: localhost\r\nContent-Type: application/json\r\n"
 
 
 def raw(port, data, half_close=False, wait=20.0):
@@ -70,8 +70,8 @@ def json_code(resp):
 def http_checks(port, mid):
     comp = {"model": mid, "prompt": "The capital of France is", "max_tokens": 3, "temperature": 0}
     # Pipelining: three requests written at once, three answers in order.
-    r = raw(port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n" + post("/v1/completions", comp) +
-            b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    r = raw(port, b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n" + post("/v1/completions", comp) +
+            b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     check(statuses(r) == [200, 200, 200] and r.count(b'"object":"list"') == 1, f"pipelined: 3 answers ({statuses(r)})")
     # Half-close after the request: still answered (a 102 interim response may come first).
     for i in range(3):
@@ -95,16 +95,16 @@ def http_checks(port, mid):
 
     bad = [
         ("Content-Length: -1", b"POST /v1/completions HTTP/1.1\r\n" + HEADERS + b"Content-Length: -1\r\n\r\n{}", 400, "invalid_http"),
-        ("oversized header", b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "headers_too_large"),
-        ("200 headers", b"GET /health HTTP/1.1\r\nHost: t\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(200)) + b"\r\n",
+        ("oversized header", b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "headers_too_large"),
+        ("200 headers", b"GET /health HTTP/1.1\r\nHost: localhost\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(200)) + b"\r\n",
          431, "headers_too_large"),
         ("Transfer-Encoding", b"POST /v1/completions HTTP/1.1\r\n" + HEADERS + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
          411, "length_required"),
-        ("HTTP/2.0", b"GET /health HTTP/2.0\r\nHost: t\r\n\r\n", 505, "http_version_not_supported"),
-        ("PUT /v1/models", b"PUT /v1/models HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 405, "method_not_allowed"),
+        ("HTTP/2.0", b"GET /health HTTP/2.0\r\nHost: localhost\r\n\r\n", 505, "http_version_not_supported"),
+        ("PUT /v1/models", b"PUT /v1/models HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n", 405, "method_not_allowed"),
         ("number overflow", post("/v1/completions", b'{"model":"m","prompt":"a","max_tokens":1e999999}'), 400, "invalid_json"),
         ("array body", post("/v1/completions", b"[]"), 400, "invalid_type"),
-        ("unknown route", b"GET /nope HTTP/1.1\r\nHost: t\r\n\r\n", 404, "unknown_route"),
+        ("unknown route", b"GET /nope HTTP/1.1\r\nHost: localhost\r\n\r\n", 404, "unknown_route"),
     ]
     for what, data, status, code in bad:
         r = raw(port, data, wait=5)
@@ -145,10 +145,10 @@ def http_checks(port, mid):
 
 
 def cors_checks(port, cors_on):
-    pre = raw(port, b"OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n"
+    pre = raw(port, b"OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nOrigin: https://app.example\r\n"
                     b"Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n", wait=5)
-    get = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\nConnection: close\r\n\r\n", wait=5)
-    other = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nOrigin: https://evil.example\r\nConnection: close\r\n\r\n", wait=5)
+    get = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nOrigin: https://app.example\r\nConnection: close\r\n\r\n", wait=5)
+    other = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nOrigin: https://evil.example\r\nConnection: close\r\n\r\n", wait=5)
     acao = b"Access-Control-Allow-Origin: https://app.example"
     if cors_on:
         check(statuses(pre) == [204] and b"Access-Control-Allow-Methods: POST, OPTIONS" in pre and acao in pre,
@@ -180,7 +180,7 @@ def drain_checks(binary, model, openai):
     try:
         srv.wait_healthy()
         cors_checks(port, True)
-        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
+        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
         stream = client.completions.create(model=mid, prompt="Write the numbers from 1 to 500, one per line:",
                                            max_tokens=24, temperature=0, stream=True)
@@ -260,7 +260,7 @@ def main():
     srv = Server(binary, model, port, ["--parallel", "1"])
     try:
         srv.wait_healthy()
-        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
+        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
         http_checks(port, mid)
         cors_checks(port, False)
     except Exception as e:  # noqa: BLE001
