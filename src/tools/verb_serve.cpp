@@ -89,6 +89,14 @@ Result<std::vector<std::string>> parse_origins(const std::string& list) {
   return out;
 }
 
+Result<std::vector<std::string>> parse_allowed_hosts(const std::string& list) {
+  std::vector<std::string> out = split_list(list);
+  for (const std::string& h : out)
+    if (h != "*" && (serve::host_name_of(h).empty() || h.find_first_of("/ @") != std::string::npos))
+      return Status::error("--allowed-hosts: '" + h + "' is not * or a host name like api.example[:port]");
+  return out;
+}
+
 std::string model_id(const std::string& spec, const std::string& path) {
   if (find_model(spec)) return spec;
   return std::filesystem::path(path).stem().string();
@@ -97,7 +105,7 @@ std::string model_id(const std::string& spec, const std::string& path) {
 }  // namespace
 
 int verb_serve(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, chat_template, host = "127.0.0.1", api_key, cors;
+  std::string model_spec = "gemma3-270m", cache, chat_template, host = "127.0.0.1", api_key, cors, allowed_hosts;
   SpecFlags spec_flags;
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
   int64_t max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
@@ -123,6 +131,9 @@ int verb_serve(int argc, char** argv) {
   args.add("--cors-origin", &cors,
            "allow browser pages from these origins (comma-separated, e.g. https://app.example; * = any) to call "
            "the API: CORS headers + OPTIONS preflight (default: none, browsers block cross-origin reads)");
+  args.add("--allowed-hosts", &allowed_hosts,
+           "Host names answered besides localhost, 127.0.0.1, [::1] and the --host address (comma-separated, any "
+           "port; * = any Host); others get HTTP 421, which stops DNS-rebinding pages from reading the API");
   args.add("--parallel", &parallel, "generation slots (each its own KV cache and drafter)", 1, 256);
   args.add("--ctx", &n_ctx, "context size in tokens per slot", 16, 1 << 20);
   args.add("--max-queue", &max_queue, "requests waiting for a slot at most; more get HTTP 429", 0, 1 << 20);
@@ -165,6 +176,8 @@ int verb_serve(int argc, char** argv) {
   }
   auto cors_origins = parse_origins(cors);
   if (!cors_origins) { std::fprintf(stderr, "dspark serve: %s\n", cors_origins.message().c_str()); return kExitBadInput; }
+  auto hosts = parse_allowed_hosts(allowed_hosts);
+  if (!hosts) { std::fprintf(stderr, "dspark serve: %s\n", hosts.message().c_str()); return kExitBadInput; }
 
   auto lm = load_model(model_spec, cache, chat_template,
                        BackendFlags{backend, kernel_plan, (int)threads, model::SessionOptions{}.max_batch});
@@ -259,6 +272,7 @@ int verb_serve(int argc, char** argv) {
                           .port = (int)port,
                           .api_key = api_key,
                           .cors_origins = *cors_origins,
+                          .allowed_hosts = *hosts,
                           .max_body_bytes = (size_t)max_body,
                           .http_threads = (int)(http_threads > 0 ? http_threads : 4 * (parallel + max_queue) + 32),
                           .max_connections = (int)max_connections,

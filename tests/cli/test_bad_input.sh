@@ -94,6 +94,8 @@ expect_bad "serve: zero slots" serve -m x.gguf --parallel 0
 expect_bad "serve: unknown flag" serve --bogus
 expect_bad "serve: --no-spec with a drafter" serve -m x.gguf --no-spec --draft-kind ngram
 expect_bad "serve: missing model file" serve -m "$tmp/none.gguf"
+expect_bad "serve: malformed --allowed-hosts" serve -m x.gguf --allowed-hosts "api.example,http://x/"
+expect_bad "serve: zero --head-timeout" serve -m x.gguf --head-timeout 0
 
 if [ -n "$model" ] && [ -f "$model" ]; then
   head -c 5000000 "$model" >"$tmp/truncated.gguf"

@@ -8,10 +8,11 @@ chat and completions (streamed and not), the models list, usage (+ usage.specula
 speculative options, temperature-0 answers identical with and without speculation (and under
 concurrency), prompt-cache reuse on a second turn, every bad-input case (status code + OpenAI error
 body), the API key, the queue bound (429), that disconnected streams free their slots, /stats,
-/metrics (and `promtool check metrics` when installed), the chat page, a hostile client (an
-oversize body sent whole still reads its 413 JSON; slowloris: 100 trickling sockets while /health
-answers 200 in under 1 s every time and a completion succeeds, each socket then 408), and SIGTERM
--> exit 0.
+/metrics (and `promtool check metrics` when installed), the chat page, a hostile client (Host
+check against DNS rebinding: 421 for an unknown Host, loopback / listen address / --allowed-hosts
+answered; an oversize body sent whole still reads its 413 JSON; slowloris: 100 trickling sockets
+while /health answers 200 in under 1 s every time and a completion succeeds, each socket then 408),
+and SIGTERM -> exit 0.
 Exit 77 (ctest: skipped) without a model or without the openai package.
 """
 import http.client
@@ -131,7 +132,7 @@ def main():
 
     port = free_port()
     srv = Server(binary, model, port, ["--api-key", KEY, "--parallel", "2", "--max-queue", "1", "--ctx", "1024",
-                                       "--max-body", "65536", "--drain-timeout", "5"])
+                                       "--max-body", "65536", "--drain-timeout", "5", "--allowed-hosts", "api.example"])
     try:
         srv.wait_healthy()
         run_checks(openai, port)
@@ -434,8 +435,19 @@ def status_and_code(resp):
 
 
 def hostile_checks(port, mid, auth):
-    """The lingering close after 413, and slowloris."""
+    """DNS rebinding (Host check), the lingering close after 413, and slowloris."""
     key = f"Authorization: {auth['Authorization']}\r\n".encode()
+    # Rebinding: a Host the server does not know is 421; loopback names, the listen address and
+    # --allowed-hosts (api.example) are answered, with or without a port.
+    for host, want in ((b"evil.example", 421), (b"evil.example:%d" % port, 421), (b"localhost", 200),
+                       (b"localhost:%d" % port, 200), (b"127.0.0.1:%d" % port, 200), (b"[::1]", 200),
+                       (b"api.example", 200), (b"API.example:443", 200)):
+        r = raw_exchange(port, b"GET /v1/models HTTP/1.1\r\nHost: " + host + b"\r\n" + key + b"Connection: close\r\n\r\n")
+        st, code = status_and_code(r)
+        check(st == want and (want == 200 or code == "misdirected_request"), f"Host: {host.decode()} -> {want} ({st}, {code})")
+    r = raw_exchange(port, b"GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+    check(status_and_code(r) == (421, "misdirected_request"), "Host: evil.example on /health -> 421")
+
     # Lingering close: a body far over --max-body, sent whole before reading, still gets the 413 JSON.
     big = b"x" * (12 << 20)  # more than the socket buffers hold
     r = raw_exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + key +
