@@ -24,29 +24,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_server import SKIP, Server, check, failures, free_port  # noqa: E402
+from test_server import SKIP, Server, check, failures, free_port, raw  # noqa: E402
 
 HEADERS = b"Host: localhost\r\nContent-Type: application/json\r\n"
-
-
-def raw(port, data, half_close=False, wait=20.0):
-    """Sends bytes on a fresh connection, returns everything read until the server closes."""
-    s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(data)
-    if half_close:
-        s.shutdown(socket.SHUT_WR)
-    s.settimeout(wait)
-    out = b""
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            out += b
-    except socket.timeout:
-        pass
-    s.close()
-    return out
 
 
 def post(path, body, extra=b""):

@@ -401,9 +401,9 @@ def run_checks(openai, port):
     hostile_checks(port, mid, auth)
 
 
-def raw_exchange(port, data, wait=10.0):
+def raw(port, data, half_close=False, wait=20.0):
     """Sends bytes on a fresh connection (all of them first, as simple clients do), returns what
-    the server sent until it closed."""
+    the server sent until it closed (or `wait` seconds passed without a byte)."""
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)  # a big body is mostly unsent when the answer comes
     try:
@@ -411,6 +411,8 @@ def raw_exchange(port, data, wait=10.0):
     except OSError:  # reset: the server closed without reading the rest
         s.close()
         return b""
+    if half_close:
+        s.shutdown(socket.SHUT_WR)
     s.settimeout(wait)
     out = b""
     try:
@@ -442,15 +444,15 @@ def hostile_checks(port, mid, auth):
     for host, want in ((b"evil.example", 421), (b"evil.example:%d" % port, 421), (b"localhost", 200),
                        (b"localhost:%d" % port, 200), (b"127.0.0.1:%d" % port, 200), (b"[::1]", 200),
                        (b"api.example", 200), (b"API.example:443", 200)):
-        r = raw_exchange(port, b"GET /v1/models HTTP/1.1\r\nHost: " + host + b"\r\n" + key + b"Connection: close\r\n\r\n")
+        r = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: " + host + b"\r\n" + key + b"Connection: close\r\n\r\n")
         st, code = status_and_code(r)
         check(st == want and (want == 200 or code == "misdirected_request"), f"Host: {host.decode()} -> {want} ({st}, {code})")
-    r = raw_exchange(port, b"GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+    r = raw(port, b"GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
     check(status_and_code(r) == (421, "misdirected_request"), "Host: evil.example on /health -> 421")
 
     # Lingering close: a body far over --max-body, sent whole before reading, still gets the 413 JSON.
     big = b"x" * (12 << 20)  # more than the socket buffers hold
-    r = raw_exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + key +
+    r = raw(port, b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + key +
                      b"Content-Length: %d\r\n\r\n" % len(big) + big)
     check(status_and_code(r) == (413, "body_too_large") and r.endswith(b"}"),
           f"oversize body sent whole: the full 413 JSON is read ({status_and_code(r)})")

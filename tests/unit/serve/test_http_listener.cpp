@@ -117,6 +117,17 @@ std::string read_until(int fd, const std::string& needle) {
   return out;
 }
 
+// Sends `piece` every `every_ms` (never a silent gap) until the server answers, at most `times`
+// times; returns the answer ("" if none came).
+std::string trickle(int fd, const std::string& piece, int every_ms, int times) {
+  for (int i = 0; i < times; ++i) {
+    if (::send(fd, piece.data(), piece.size(), MSG_NOSIGNAL) < 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, every_ms) > 0) return read_all(fd, 1.0);
+  }
+  return "";
+}
+
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 TEST(HttpListener, PipelinedRequestsAnsweredInOrderOnOneConnection) {
@@ -140,13 +151,7 @@ TEST(HttpListener, TricklingHeadGets408AtTheHeadDeadline) {
   const int fd = connect_to(srv.port());
   const auto t0 = Clock::now();
   send_str(fd, "GET /a HTTP/1.1\r\n");
-  std::string r;
-  // One header line every 200 ms: never a silent gap, but the head never completes.
-  for (int i = 0; i < 20 && r.empty(); ++i) {
-    if (::send(fd, "X-A: b\r\n", 8, MSG_NOSIGNAL) < 0) break;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 200) > 0) r = read_all(fd, 1.0);
-  }
+  const std::string r = trickle(fd, "X-A: b\r\n", 200, 20);  // a header line every 200 ms: the head never ends
   const double dt = seconds_since(t0);
   ::close(fd);
   EXPECT_NE(r.find("HTTP/1.1 408 "), std::string::npos) << r;
@@ -162,12 +167,7 @@ TEST(HttpListener, SlowBodyGets408AtTheBodyDeadline) {
   const int fd = connect_to(srv.port());
   const auto t0 = Clock::now();
   send_str(fd, "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2000\r\n\r\n");
-  std::string r;
-  for (int i = 0; i < 60 && r.empty(); ++i) {
-    if (::send(fd, "0123456789", 10, MSG_NOSIGNAL) < 0) break;  // 100 bytes/s
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) > 0) r = read_all(fd, 1.0);
-  }
+  const std::string r = trickle(fd, "0123456789", 100, 60);  // 100 bytes/s
   const double dt = seconds_since(t0);
   ::close(fd);
   EXPECT_NE(r.find("HTTP/1.1 408 "), std::string::npos) << r;
