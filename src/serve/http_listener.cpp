@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 namespace dspark::serve {
@@ -30,6 +31,10 @@ constexpr int kReadsPerWake = 16;                      // recv calls per connect
 constexpr int kMaxPollMs = 1000;                       // the loop re-checks deadlines at least this often
 constexpr rlim_t kFdReserve = 64;                      // descriptors kept for everything but connections
 constexpr int kListenBacklog = 512;
+// Input held for requests still arriving, all connections together: past it, connections in the
+// middle of a request are not read (TCP holds their clients back; their deadlines still run) while
+// new requests (/health) still are. Bounds memory against many concurrent slow uploads.
+constexpr size_t kMaxBufferedInput = 256u << 20;
 
 std::string status_line(int minor, int status) {
   return "HTTP/1." + std::to_string(minor) + " " + std::to_string(status) + " " + http_reason(status) + "\r\n";
@@ -201,11 +206,14 @@ void HttpListener::run() {
     fds.push_back({listen_fd_, POLLIN, 0});
     fds.push_back({wake_[0], POLLIN, 0});
     const size_t max_buffered = opt_.limits.max_head_bytes + opt_.limits.max_body_bytes;
+    size_t buffered = 0;
+    for (auto& [fd, c] : conns_) buffered += c->in.size();
     for (auto& [fd, c] : conns_) {
       if (c->owned) continue;
       short ev = 0;
       if (!c->out.empty()) ev |= POLLOUT;
-      if (!c->eof && (c->lingering || c->close_after || c->in.size() < max_buffered)) ev |= POLLIN;
+      const bool room = c->in.empty() || (c->in.size() < max_buffered && buffered < kMaxBufferedInput);
+      if (!c->eof && (c->lingering || c->close_after || room)) ev |= POLLIN;
       fds.push_back({fd, ev, 0});
       polled.push_back(c.get());
     }
@@ -393,7 +401,13 @@ void HttpListener::process(Conn& c) {
     c.sent_continue = false;
     if (inline_ && inline_(req)) {
       HttpConn conn(c.fd, req.minor);
-      const HttpReply reply = handler_(req, conn);
+      HttpReply reply;
+      try {
+        reply = handler_(req, conn);
+      } catch (const std::exception& e) {
+        reply.status = 500;
+        reply.body = error_body_(500, std::string("internal error: ") + e.what());
+      }
       queue_reply(c, &req, reply, req.keep_alive && !stopping_);
       logger_(&req, reply.status, reply.body.size());
       continue;  // the loop ends here while the reply is queued; on_writable resumes it
@@ -427,27 +441,38 @@ void HttpListener::dispatch(Conn& c, HttpRequest req) {
       c.owned = true;
     }
   }
-  if (!c.owned) {
-    HttpReply reply;
-    reply.status = 503;
-    reply.body = error_body_(503, "too many requests in progress; retry later");
-    reply.headers.emplace_back("Retry-After", "1");
-    logger_(&req, 503, reply.body.size());
-    return queue_reply(c, &req, reply, false);
+  if (c.owned) {
+    try {
+      std::thread([this, fd = c.fd, eof = c.eof, r = req]() mutable { handle_in_thread(fd, eof, std::move(r)); })
+          .detach();
+      return;
+    } catch (const std::system_error&) {  // no thread to be had (a process or memory limit): busy
+      std::lock_guard lk(mu_);
+      --handlers_;
+      c.owned = false;
+    }
   }
-  std::thread([this, fd = c.fd, eof = c.eof, r = std::move(req)]() mutable {
-    handle_in_thread(fd, eof, std::move(r));
-  }).detach();
+  HttpReply reply;
+  reply.status = 503;
+  reply.body = error_body_(503, "too many requests in progress; retry later");
+  reply.headers.emplace_back("Retry-After", "1");
+  logger_(&req, 503, reply.body.size());
+  queue_reply(c, &req, reply, false);
 }
 
 void HttpListener::handle_in_thread(int fd, bool eof, HttpRequest req) {
   HttpConn conn(fd, req.minor);
   conn.eof_ = eof;
-  HttpReply reply = handler_(req, conn);
-  const bool keep = req.keep_alive && !stopping_ && !conn.gone_;
-  size_t bytes = 0;
-  const bool ok = !conn.gone_ && write_reply(fd, conn, &req, reply, keep, &bytes);
-  logger_(&req, reply.status, bytes);
+  bool keep = false, ok = false;
+  try {  // the connection must come back to the loop whatever happens (stop() waits for it)
+    HttpReply reply = handler_(req, conn);
+    keep = req.keep_alive && !stopping_ && !conn.gone_;
+    size_t bytes = 0;
+    ok = !conn.gone_ && write_reply(fd, conn, &req, reply, keep, &bytes);
+    logger_(&req, reply.status, bytes);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dspark serve: %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
+  }
   {
     std::lock_guard lk(mu_);
     returned_.push_back({fd, keep && ok, conn.gone_ || !ok, conn.eof_});
