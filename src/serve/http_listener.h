@@ -1,4 +1,5 @@
-// The HTTP/1.1 server under `dspark serve`: POSIX sockets, requests parsed by http_parse.h. One
+// The HTTP/1.1 server under `dspark serve`: POSIX sockets, requests parsed by http_parse.h
+// (Boost.Beast's parser). One
 // event loop (poll) owns every connection while it is idle or its request is arriving, so an idle
 // or slow client costs a socket and a deadline, not a thread; a complete request goes to a thread
 // of its own (a generation may block for minutes, a stream writes for as long as it runs), and the
