@@ -31,6 +31,7 @@ constexpr int kReadsPerWake = 16;                      // recv calls per connect
 constexpr int kMaxPollMs = 1000;                       // the loop re-checks deadlines at least this often
 constexpr rlim_t kFdReserve = 64;                      // descriptors kept for everything but connections
 constexpr int kListenBacklog = 512;
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // out of descriptors: retry accepting after this
 // Input held for requests still arriving, all connections together: past it, connections in the
 // middle of a request are not read (TCP holds their clients back; their deadlines still run) while
 // new requests (/health) still are. Bounds memory against many concurrent slow uploads.
@@ -203,7 +204,9 @@ void HttpListener::run() {
   while (!stopping_) {
     fds.clear();
     polled.clear();
-    fds.push_back({listen_fd_, POLLIN, 0});
+    // Out of descriptors, the listening socket stays readable: leave it out of the poll for a while
+    // instead of spinning on it.
+    fds.push_back({listen_fd_, (short)(Clock::now() >= accept_paused_until_ ? POLLIN : 0), 0});
     fds.push_back({wake_[0], POLLIN, 0});
     const size_t max_buffered = opt_.limits.max_head_bytes + opt_.limits.max_body_bytes;
     size_t buffered = 0;
@@ -263,7 +266,9 @@ void HttpListener::accept_all() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN: none left (or out of descriptors: the next pass retries)
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        accept_paused_until_ = Clock::now() + kAcceptPause;
+      return;  // EAGAIN: none left
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -523,6 +528,7 @@ void HttpListener::check_deadlines(Clock::time_point now) {
 
 int HttpListener::poll_timeout_ms(Clock::time_point now) const {
   auto next = now + std::chrono::milliseconds(kMaxPollMs);
+  if (accept_paused_until_ > now) next = std::min(next, accept_paused_until_);
   for (const auto& [fd, c] : conns_)
     if (!c->owned) next = std::min(next, c->deadline);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();

@@ -159,6 +159,7 @@ class HttpListener {
   std::atomic<bool> stopping_{false};
   std::map<int, std::unique_ptr<Conn>> conns_;  // by fd; the loop thread's alone
   std::map<std::string, int> per_ip_;           // open connections by client address (loop thread)
+  Clock::time_point accept_paused_until_;       // out of descriptors: not accepting until then
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Returned> returned_;  // guarded by mu_

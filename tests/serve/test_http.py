@@ -8,7 +8,9 @@ after its request still gets the answer; Expect: 100-continue; malformed framing
 JSON error and its status (Content-Length -1 -> 400, oversized or too many headers -> 431,
 Transfer-Encoding -> 411, HTTP/2.0 -> 505, wrong method -> 405); JSON errors with codes (number
 overflow -> invalid_json, a non-object body -> invalid_type); abandoned non-streamed requests free
-the slot at once; CORS only when --cors-origin allows the page's origin. Then graceful drain on SIGTERM with the official openai client: a stream that
+the slot at once; with every handler thread busy (--http-threads 4, four streams) /health and
+/metrics still answer at once and a fifth request gets 503; CORS only when --cors-origin allows
+the page's origin. Then graceful drain on SIGTERM with the official openai client: a stream that
 fits in --drain-timeout finishes normally; one that does not, and one still queued, end with an
 error event, [DONE] and a well-formed chunked body; the process exits 0.
 Exit 77 (ctest: skipped) without a model.
@@ -108,6 +110,8 @@ def http_checks(port, mid):
         r = raw(port, post(path, body, b"Connection: close\r\n"), wait=5)
         check(statuses(r) == [400] and json_code(r) == code, f"{what} -> 400 {code} ({statuses(r)}, {json_code(r)})")
 
+    busy_checks(port, mid)
+
     # Abandoned non-streamed requests: the slot is free again at once.
     long_req = post("/v1/completions", {"model": mid, "prompt": "Count from 1 to 1000:", "max_tokens": 400, "temperature": 0})
     socks = []
@@ -122,6 +126,35 @@ def http_checks(port, mid):
     r = raw(port, post("/v1/completions", comp, b"Connection: close\r\n"), wait=60)
     dt = time.time() - t0
     check(statuses(r) == [200] and dt < 5.0, f"abandoned non-streamed requests free the slot (next answer in {dt:.1f} s)")
+
+
+BUSY_HANDLERS = 4  # --http-threads of the main server
+
+
+def busy_checks(port, mid):
+    """Every handler thread busy with a stream (1 running, the rest queued): /health and /metrics
+    still answer at once (the event loop answers them), a further completion gets 503."""
+    body = json.dumps({"model": mid, "prompt": "Count from 1 to 1000:", "max_tokens": 400, "temperature": 0,
+                       "stream": True}).encode()
+    streams = []
+    for _ in range(BUSY_HANDLERS):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s" % (HEADERS, len(body), body))
+        s.settimeout(30)
+        s.recv(1)  # the stream's head: its handler thread is taken
+        streams.append(s)
+    t0 = time.time()
+    health = raw(port, b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", wait=5)
+    metrics = raw(port, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", wait=5)
+    dt = time.time() - t0
+    more = raw(port, post("/v1/completions", {"model": mid, "prompt": "x", "max_tokens": 1}, b"Connection: close\r\n"),
+               wait=10)
+    for s in streams:
+        s.close()
+    check(statuses(health) == [200] and statuses(metrics) == [200] and dt < 1.0,
+          f"every handler busy: /health and /metrics answered ({statuses(health)}, {statuses(metrics)}, {dt * 1000:.0f} ms)")
+    check(statuses(more) == [503] and json_code(more) == "too_many_connections",
+          f"every handler busy: a further completion -> 503 ({statuses(more)}, {json_code(more)})")
 
 
 def cors_checks(port, cors_on):
@@ -237,7 +270,7 @@ def main():
         print(f"SKIP: the openai package is not installed for {sys.executable}")
         return SKIP
     port = free_port()
-    srv = Server(binary, model, port, ["--parallel", "1"])
+    srv = Server(binary, model, port, ["--parallel", "1", "--http-threads", str(BUSY_HANDLERS)])
     try:
         srv.wait_healthy()
         mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
