@@ -27,6 +27,8 @@ import threading
 import time
 
 SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from slowloris_serve import Slowloris, health  # noqa: E402  (the probe of bench/slowloris_serve.py)
 KEY = "sk-test-123"
 
 
@@ -461,23 +463,7 @@ def hostile_checks(port, mid, auth):
     # 1 s every time, a completion succeeds meanwhile, and every trickling socket gets 408 at the
     # 10 s head deadline.
     n, secs = 100, 12.0
-    socks = []
-    for _ in range(n):
-        s = socket.create_connection(("127.0.0.1", port))
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n")
-        socks.append(s)
-    stop = threading.Event()
-
-    def trickle():
-        i = 0
-        while not stop.is_set():
-            for s in socks:
-                try:
-                    s.send(b"X-Slow-%d: a\r\n" % i)
-                except OSError:
-                    pass
-            i += 1
-            stop.wait(1.0)
+    loris = Slowloris(port, n, b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n", 1.0)
 
     comp = {}
 
@@ -486,27 +472,18 @@ def hostile_checks(port, mid, auth):
                                  body={"model": mid, "prompt": "The capital of France is", "max_tokens": 8,
                                        "temperature": 0})[0]
 
-    threads = [threading.Thread(target=trickle), threading.Thread(target=completion)]
-    for t in threads:
-        t.start()
+    comp_thread = threading.Thread(target=completion)
+    loris.start()
+    comp_thread.start()
     probes = []
     t0 = time.time()
     while time.time() - t0 < secs:
-        a = time.time()
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
-            c.request("GET", "/health")
-            st = c.getresponse().status
-            c.close()
-        except OSError:
-            st = None
-        probes.append((st, time.time() - a))
+        probes.append(health(port))
         time.sleep(0.2)
-    threads[1].join(timeout=60)
-    stop.set()
-    threads[0].join()
+    comp_thread.join(timeout=60)
+    loris.stop()
     got408 = 0
-    for s in socks:
+    for s in loris.socks:
         s.settimeout(2.0)
         try:
             got408 += s.recv(64).startswith(b"HTTP/1.1 408 ")
