@@ -1,9 +1,13 @@
-// The HTTP/1.1 server under `dspark serve`: POSIX sockets, one thread per connection, requests
-// parsed by http_parse.h. Written here rather than taken from a library because a server that
-// holds an expensive generation per request must see its client leave: Debian 12's cpp-httplib
-// (0.11) gives a handler no way to notice that the client of a non-streamed request has gone (an
-// abandoned request held its slot to the end), answered one of three pipelined requests, and gave
-// a client that half-closed after sending an empty reply about half the time.
+// The HTTP/1.1 server under `dspark serve`: POSIX sockets, requests parsed by http_parse.h
+// (Boost.Beast's parser). One
+// event loop (poll) owns every connection while it is idle or its request is arriving, so an idle
+// or slow client costs a socket and a deadline, not a thread; a complete request goes to a thread
+// of its own (a generation may block for minutes, a stream writes for as long as it runs), and the
+// connection comes back to the loop for its next request. Written here rather than taken from a
+// library because a server that holds an expensive generation per request must see its client
+// leave: Debian 12's cpp-httplib (0.11) gives a handler no way to notice that the client of a
+// non-streamed request has gone, answered one of three pipelined requests, and gave a client that
+// half-closed after sending an empty reply about half the time.
 //
 // What it does:
 // - keep-alive and pipelining: requests on one connection are answered in order, every one;
@@ -14,18 +18,28 @@
 //   "102 Processing" interim response (HTTP/1.1 clients must accept 1xx): a client that closed
 //   answers it with a reset;
 // - streamed replies in chunked transfer coding; a failed write ends the stream (done(false));
+// - deadlines, not gaps: the whole request head must arrive within head_timeout_s and the body at
+//   min_body_rate (408 otherwise), so a client trickling bytes cannot hold a connection for long;
 // - limits: head size and header count (431 / 414), body size (413), Expect: 100-continue, idle
-//   keep-alive and request timeouts (408), a connection cap (503), all answered with JSON errors;
+//   keep-alive, requests handled at once, open connections in all and per client address (503),
+//   all answered with JSON errors;
+// - inline routes (set_inline): cheap requests (/health, /metrics) are answered by the loop itself,
+//   so they are answered while every handler thread is busy;
+// - lingering close: a connection closed after an error that left request bytes unread (413, 431,
+//   ...) first shuts down its sending side and discards input for a bounded time, so the client
+//   reads the error instead of a reset;
 // - stop(): closes the listener and every connection; run() returns when all threads have left.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <optional>
+#include <map>
+#include <memory>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,7 +73,7 @@ struct HttpReply {
   std::vector<std::pair<std::string, std::string>> headers;  // extra header fields
   // Streamed reply (chunked): next() appends the next piece to *out (may add nothing while it
   // waits) and returns false after the last one; done(complete) is called once at the end:
-  // complete = false when the client went away or a write failed.
+  // complete = false when the client went away or a write failed. Not for inline routes.
   std::function<bool(std::string* out)> next;
   std::function<void(bool complete)> done;
   // Bytes that may be sent at any point of the stream without changing its meaning (SSE: a
@@ -70,11 +84,15 @@ struct HttpReply {
 
 struct HttpListenerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;              // 0 = any free port
+  int port = 8080;                  // 0 = any free port
   HttpLimits limits;
-  int max_connections = 64;     // beyond: 503 and close
-  int idle_timeout_s = 5;       // keep-alive connection with no request
-  int io_timeout_s = 30;        // a started request that stops arriving (408); a client that stops reading
+  int max_handlers = 64;            // requests handled at once (a thread each; a stream holds one); more: 503
+  int max_connections = 1024;       // open connections in all; more: 503 and close
+  int max_connections_per_ip = 256; // open connections from one client address; more: 503 (0 = no limit)
+  int idle_timeout_s = 5;           // keep-alive connection with no request
+  int head_timeout_s = 10;          // the whole request head, from its first byte (408)
+  int64_t min_body_rate = 16384;    // bytes/s: the body must arrive within head_timeout_s + length / rate (408)
+  int io_timeout_s = 30;            // a client that stops reading its response
 };
 
 class HttpListener {
@@ -88,35 +106,64 @@ class HttpListener {
   // Asked when a request's head has arrived with `Expect: 100-continue`, before 100 Continue is
   // sent: a reply here is the final answer (the body is never read, the connection closes).
   using HeadCheck = std::function<std::optional<HttpReply>(const HttpRequest& head)>;
+  // True for a request the event loop answers itself (the handler must not block nor stream).
+  using InlineRoute = std::function<bool(const HttpRequest& req)>;
 
   HttpListener(HttpListenerOptions opt, Handler handler, ErrorBody error_body, Logger logger);
   void set_head_check(HeadCheck check) { head_check_ = std::move(check); }  // before run()
+  void set_inline(InlineRoute route) { inline_ = std::move(route); }        // before run()
   ~HttpListener();
 
   Status bind();  // errors name host:port
   int port() const { return port_; }
-  void run();     // accepts until stop(); returns when every connection thread has finished
+  void run();     // serves until stop(); returns when every handler thread has finished
   void stop();    // thread-safe, idempotent
 
  private:
-  void serve_connection(int fd);
+  struct Conn;  // a connection as the loop keeps it (http_listener.cpp)
+  using Clock = std::chrono::steady_clock;
+  // A connection a handler thread gives back to the loop.
+  struct Returned {
+    int fd;
+    bool keep;  // answered and kept alive: read its next request
+    bool gone;  // the client is gone: close at once
+    bool eof;   // the client shut down its sending side
+  };
+
+  void accept_all();
+  void refuse(int fd, const std::string& message);
+  void on_readable(Conn& c);
+  void on_writable(Conn& c);
+  void process(Conn& c);  // parses what has arrived: answers, dispatches or waits
+  void dispatch(Conn& c, HttpRequest req);
+  void handle_in_thread(int fd, bool eof, HttpRequest req);
+  void queue_reply(Conn& c, const HttpRequest* req, const HttpReply& reply, bool keep_alive);
+  void queue_error(Conn& c, int status, const std::string& message);
+  void start_close(Conn& c);  // lingering close once the queued bytes are written
+  void close_now(int fd);
+  void check_deadlines(Clock::time_point now);
+  int poll_timeout_ms(Clock::time_point now) const;
+  void take_returned();
   bool write_reply(int fd, HttpConn& conn, const HttpRequest* req, HttpReply& reply, bool keep_alive,
                    size_t* body_bytes);
-  void leave(int fd);
 
   HttpListenerOptions opt_;
   Handler handler_;
   ErrorBody error_body_;
   Logger logger_;
   HeadCheck head_check_;
+  InlineRoute inline_;
   int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};  // stop() writes a byte to wake the accept loop
+  int wake_[2] = {-1, -1};  // stop() and handler threads write a byte to wake the loop
   int port_ = 0;
   std::atomic<bool> stopping_{false};
+  std::map<int, std::unique_ptr<Conn>> conns_;  // by fd; the loop thread's alone
+  std::map<std::string, int> per_ip_;           // open connections by client address (loop thread)
+  Clock::time_point accept_paused_until_;       // out of descriptors: not accepting until then
   std::mutex mu_;
   std::condition_variable cv_;
-  std::set<int> open_;  // connection fds (guarded by mu_)
-  int active_ = 0;      // connection threads running (guarded by mu_)
+  std::vector<Returned> returned_;  // guarded by mu_
+  int handlers_ = 0;                // handler threads running (guarded by mu_)
 };
 
 }  // namespace dspark::serve

@@ -1,31 +1,17 @@
 #include "serve/http_parse.h"
 
 #include <algorithm>
-
 #include <cctype>
+#include <cstdint>
+
+#include <boost/beast/http.hpp>
 
 namespace dspark::serve {
 
 namespace {
 
-// RFC 9110 tchar.
-bool is_tchar(char c) {
-  if (std::isalnum((unsigned char)c)) return true;
-  switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-': case '.':
-    case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_token(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!is_tchar(c)) return false;
-  return true;
-}
+// Beast (Boost 1.74) has its own string_view.
+std::string_view sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
 
 std::string lower(std::string_view s) {
   std::string r(s);
@@ -73,111 +59,118 @@ bool HttpRequest::has_header(std::string_view lower_name) const {
   return false;
 }
 
+namespace {
+
+// Maps a Beast parse error to our status and message. `seen` is the request so far.
+ParseResult beast_failure(const boost::beast::error_code& ec, std::string_view seen, const HttpLimits& limits) {
+  namespace http = boost::beast::http;
+  if (ec == http::error::header_limit) {
+    if (seen.find("\r\n") == std::string_view::npos)
+      return fail(414, "the request line is longer than " + std::to_string(limits.max_head_bytes) + " bytes");
+    return fail(431, "the request headers are larger than " + std::to_string(limits.max_head_bytes) + " bytes");
+  }
+  if (ec == http::error::body_limit) return fail(413, "the request body is larger than " +
+                                                          std::to_string(limits.max_body_bytes) + " bytes");
+  if (ec == http::error::bad_version) {
+    // HTTP/2.0 and friends are well-formed but not ours: 505; anything else is malformed.
+    const std::string_view line = seen.substr(0, seen.find("\r\n"));
+    const size_t sp = line.rfind(' ');
+    const std::string_view v = sp == std::string_view::npos ? std::string_view() : line.substr(sp + 1);
+    if (v.size() == 8 && v.substr(0, 5) == "HTTP/" && std::isdigit((unsigned char)v[5]) && v[6] == '.' &&
+        std::isdigit((unsigned char)v[7]) && v[5] != '1')
+      return fail(505, "only HTTP/1.0 and HTTP/1.1 are supported");
+    return fail(400, "malformed HTTP version");
+  }
+  if (ec == http::error::bad_content_length)
+    return fail(400, "Content-Length: not one non-negative decimal number (or with Transfer-Encoding)");
+  if (ec == http::error::bad_method) return fail(400, "malformed request method");
+  if (ec == http::error::bad_target) return fail(400, "malformed request line (expected: METHOD TARGET HTTP/1.1)");
+  if (ec == http::error::bad_field) return fail(400, "malformed header line");
+  if (ec == http::error::bad_value) return fail(400, "control character in a header value");
+  return fail(400, "malformed request: " + ec.message());
+}
+
+}  // namespace
+
 ParseResult parse_http_request(std::string_view buf, const HttpLimits& limits, HttpRequest* out) {
+  namespace http = boost::beast::http;
   // Empty lines before a request line are ignored (RFC 9112 section 2.2), e.g. a CRLF after a body.
   size_t start = 0;
   while (start + 1 < buf.size() && buf[start] == '\r' && buf[start + 1] == '\n') start += 2;
   const std::string_view rest = buf.substr(start);
   const size_t head_end = rest.find("\r\n\r\n");
-  // A line ended by a bare LF (no CR) never completes a head: answer it now instead of at the timeout.
+  // What Beast lets through and we do not: a line ended by a bare LF (answered now, not at the
+  // timeout, even while the head is incomplete) and obsolete line folding (a line starting with
+  // SP or HT), both ways to make two parsers read one head differently.
   const std::string_view seen = rest.substr(0, head_end == std::string_view::npos ? rest.size() : head_end + 2);
-  for (size_t i = seen.find('\n'); i != std::string_view::npos; i = seen.find('\n', i + 1))
+  for (size_t i = seen.find('\n'); i != std::string_view::npos; i = seen.find('\n', i + 1)) {
     if (i == 0 || seen[i - 1] != '\r') return fail(400, "a header line ends in a bare LF (CRLF required)");
-  if (head_end == std::string_view::npos) {
-    if (rest.size() > limits.max_head_bytes) {
-      if (rest.find("\r\n") == std::string_view::npos)
-        return fail(414, "the request line is longer than " + std::to_string(limits.max_head_bytes) + " bytes");
-      return fail(431, "the request headers are larger than " + std::to_string(limits.max_head_bytes) + " bytes");
-    }
-    return {};
+    if (i + 1 < seen.size() && (seen[i + 1] == ' ' || seen[i + 1] == '\t'))
+      return fail(400, "obsolete header line folding is not accepted");
   }
-  if (head_end + 4 > limits.max_head_bytes)
-    return fail(431, "the request headers are larger than " + std::to_string(limits.max_head_bytes) + " bytes");
 
+  http::request_parser<http::string_body> parser;
+  parser.header_limit((std::uint32_t)std::min<size_t>(limits.max_head_bytes, UINT32_MAX));
+  parser.body_limit(limits.max_body_bytes);
+  boost::beast::error_code ec;
+  size_t used = 0;
+  // Feeds rest[used, end) until `done()` or Beast wants more than there is; false on an error.
+  auto feed = [&](size_t end, auto done) {
+    while (!done()) {
+      const size_t n = parser.put(boost::asio::buffer(rest.data() + used, end - used), ec);
+      used += n;
+      if (ec == http::error::need_more) ec = {};
+      if (ec) return false;
+      if (n == 0 || used == end) break;
+    }
+    return true;
+  };
+  // The head first (eager off: Beast stops after it), the body only once all of it has arrived, so
+  // a body trickling in is not parsed again with every piece.
+  parser.eager(false);
+  if (!feed(rest.size(), [&] { return parser.is_header_done(); })) return beast_failure(ec, rest, limits);
+  if (!parser.is_header_done()) {
+    if (rest.size() > limits.max_head_bytes) return beast_failure(http::error::header_limit, rest, limits);
+    return {};  // kIncomplete
+  }
+
+  // The head: our own checks on what Beast accepted.
+  const auto& msg = parser.get();  // the head; its body is read below
   *out = HttpRequest{};
-  std::string_view head = rest.substr(0, head_end + 2);  // every line ends in CRLF
-  // Request line: METHOD SP TARGET SP HTTP/1.x
-  const size_t eol = head.find("\r\n");
-  const std::string_view line = head.substr(0, eol);
-  head.remove_prefix(eol + 2);
-  const size_t sp1 = line.find(' ');
-  const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
-    return fail(400, "malformed request line (expected: METHOD TARGET HTTP/1.1)");
-  const std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1),
-                         version = line.substr(sp2 + 1);
-  if (!is_token(method)) return fail(400, "malformed request method");
-  if (target.empty() || (target[0] != '/' && target != "*")) return fail(400, "the request target must start with '/'");
-  for (char c : target)
-    if ((unsigned char)c <= 0x20 || (unsigned char)c >= 0x7f) return fail(400, "invalid character in the request target");
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !std::isdigit((unsigned char)version[5]) ||
-      version[6] != '.' || !std::isdigit((unsigned char)version[7]))
-    return fail(400, "malformed HTTP version '" + std::string(version.substr(0, 16)) + "'");
-  if (version[5] != '1') return fail(505, "only HTTP/1.0 and HTTP/1.1 are supported");
-  out->method = std::string(method);
-  out->target = std::string(target);
+  if (msg.version() / 10 != 1) return fail(505, "only HTTP/1.0 and HTTP/1.1 are supported");
+  out->method = std::string(sv(msg.method_string()));
+  out->target = std::string(sv(msg.target()));
+  if (out->target.empty() || (out->target[0] != '/' && out->target != "*"))
+    return fail(400, "the request target must start with '/'");
   out->path = out->target.substr(0, out->target.find('?'));
-  out->minor = version[7] == '0' ? 0 : 1;
-
-  // Header fields.
-  bool have_length = false;
-  uint64_t length = 0;
-  while (!head.empty()) {
-    const size_t e = head.find("\r\n");
-    const std::string_view field = head.substr(0, e);
-    head.remove_prefix(e + 2);
-    if (field.empty()) break;
-    if (field[0] == ' ' || field[0] == '\t') return fail(400, "obsolete header line folding is not accepted");
-    const size_t colon = field.find(':');
-    if (colon == std::string_view::npos) return fail(400, "malformed header line (no ':')");
-    const std::string_view name = field.substr(0, colon);
-    if (!is_token(name)) return fail(400, "malformed header name '" + std::string(name.substr(0, 64)) + "'");
-    const std::string_view value = trim(field.substr(colon + 1));
-    for (char c : value)
-      if (((unsigned char)c < 0x20 && c != '\t') || c == 0x7f)
-        return fail(400, "control character in header '" + std::string(name.substr(0, 64)) + "'");
+  out->minor = msg.version() % 10 == 0 ? 0 : 1;
+  for (const auto& f : msg) {
     if (out->headers.size() >= limits.max_headers)
       return fail(431, "more than " + std::to_string(limits.max_headers) + " header fields");
-    out->headers.emplace_back(lower(name), std::string(value));
-    const std::string& key = out->headers.back().first;
-    if (key == "content-length") {
-      if (value.empty() || value.size() > 19) return fail(400, "Content-Length: invalid value");
-      uint64_t v = 0;
-      for (char c : value) {
-        if (!std::isdigit((unsigned char)c)) return fail(400, "Content-Length: '" + std::string(value.substr(0, 32)) +
-                                                                 "' is not a non-negative decimal number");
-        v = v * 10 + (uint64_t)(c - '0');
-      }
-      if (have_length && v != length) return fail(400, "Content-Length: two different values");
-      have_length = true;
-      length = v;
-    }
+    out->headers.emplace_back(lower(sv(f.name_string())), std::string(trim(sv(f.value()))));
   }
   if (out->minor == 1 && !out->has_header("host")) return fail(400, "Host: missing (required in HTTP/1.1)");
   if (std::count_if(out->headers.begin(), out->headers.end(), [](const auto& h) { return h.first == "host"; }) > 1)
     return fail(400, "Host: given more than once");
-  if (out->has_header("transfer-encoding")) {
-    if (have_length) return fail(400, "Transfer-Encoding and Content-Length together");
+  if (out->has_header("transfer-encoding"))
     return fail(411, "request bodies must be sent with Content-Length (Transfer-Encoding is not supported)");
-  }
   const std::string_view conn = out->header("connection");
   out->keep_alive = out->minor == 1 ? !list_has(conn, "close") : list_has(conn, "keep-alive");
   if (out->has_header("expect")) {
-    if (lower(out->header("expect")) != "100-continue")
-      return fail(417, "Expect: only 100-continue is supported");
+    if (lower(out->header("expect")) != "100-continue") return fail(417, "Expect: only 100-continue is supported");
     out->expect_continue = out->minor == 1;
   }
-  if (length > limits.max_body_bytes)
-    return fail(413, "the request body (" + std::to_string(length) + " bytes) is larger than " +
-                         std::to_string(limits.max_body_bytes) + " bytes");
 
   ParseResult r;
   r.head_done = true;
-  const size_t body_at = start + head_end + 4;
-  if (buf.size() - body_at < length) return r;  // kIncomplete: waiting for the body
-  out->body = std::string(buf.substr(body_at, (size_t)length));
+  const uint64_t length = parser.content_length().value_or(0);  // <= max_body_bytes: Beast checked
+  if (rest.size() - used < length) return r;  // kIncomplete: waiting for the body
+  parser.eager(true);
+  if (!feed(used + (size_t)length, [&] { return parser.is_done(); })) return beast_failure(ec, rest, limits);
+  if (!parser.is_done()) return fail(400, "malformed request body");
+  out->body = std::move(parser.get().body());
   r.state = ParseState::kDone;
-  r.consumed = body_at + (size_t)length;
+  r.consumed = start + used;
   return r;
 }
 
@@ -197,6 +190,7 @@ const char* http_reason(int status) {
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";

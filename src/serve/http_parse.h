@@ -1,12 +1,15 @@
-// HTTP/1.1 request parsing for `dspark serve`'s own HTTP server (http_listener.h): bytes in, a
-// request or a precise error status out. No sockets and no allocation beyond the request itself,
-// so the unit tests and the libFuzzer target (tests/fuzz/fuzz_http.cpp) drive it directly.
+// HTTP/1.1 request parsing for `dspark serve`'s HTTP server (http_listener.h): bytes in, a request
+// or a precise error status out. Boost.Beast's request parser (Boost 1.74, header-only) reads the
+// message; the checks Beast leaves to its user are made here. No sockets, so the unit tests and
+// the libFuzzer target (tests/fuzz/fuzz_http.cpp) drive it directly.
 //
 // Strict where a lenient parser would let a client desynchronise the connection: the request
-// line must be METHOD SP TARGET SP HTTP/1.x; header names are RFC 9110 tokens; Content-Length is
-// decimal digits only (a second, different Content-Length, a negative or oversized one is an
-// error); request bodies in Transfer-Encoding are refused (411: send Content-Length), because a
-// pipelined connection cannot be resynchronised after a body it does not understand.
+// line must be METHOD SP TARGET SP HTTP/1.x with an origin-form target; header names are RFC 9110
+// tokens; Content-Length is decimal digits only (a second, different Content-Length, a negative or
+// oversized one is an error); bare-LF line ends and obsolete line folding are refused (Beast
+// would accept the folding and wait on a bare LF); one Host, required in HTTP/1.1; request bodies
+// in Transfer-Encoding are refused (411: send Content-Length), because a pipelined connection
+// cannot be resynchronised after a body it does not understand.
 #pragma once
 
 #include <cstddef>

@@ -45,6 +45,7 @@ std::string http_error_body(int status, const std::string& message) {
     case 413: code = "body_too_large"; break;
     case 414: code = "uri_too_long"; break;
     case 417: code = "expectation_failed"; break;
+    case 421: code = "misdirected_request"; break;
     case 431: code = "headers_too_large"; break;
     case 503: code = "too_many_connections"; break;
     case 505: code = "http_version_not_supported"; break;
@@ -125,7 +126,7 @@ std::string_view methods_of(std::string_view path) {
 
 HttpServer::HttpServer(const HttpOptions& opt, const ServedModel& model, const DrafterInfo& drafter,
                        const tokenizer::Tokenizer& tok, Scheduler& scheduler, Metrics& metrics)
-    : opt_(opt), model_(model), drafter_(drafter), tok_(tok), scheduler_(scheduler), metrics_(metrics),
+    : opt_(opt), hosts_(opt.host, opt.allowed_hosts), model_(model), drafter_(drafter), tok_(tok), scheduler_(scheduler), metrics_(metrics),
       started_((int64_t)std::time(nullptr)) {
   std::random_device rd;
   id_salt_ = ((uint64_t)rd() << 32) ^ (uint64_t)rd() ^
@@ -134,7 +135,11 @@ HttpServer::HttpServer(const HttpOptions& opt, const ServedModel& model, const D
   lo.host = opt_.host;
   lo.port = opt_.port;
   lo.limits.max_body_bytes = opt_.max_body_bytes;
-  lo.max_connections = opt_.http_threads;
+  lo.max_handlers = opt_.http_threads;
+  lo.max_connections = opt_.max_connections;
+  lo.max_connections_per_ip = opt_.max_connections_per_ip;
+  lo.head_timeout_s = opt_.head_timeout_s;
+  lo.min_body_rate = opt_.min_body_rate;
   listener_ = std::make_unique<HttpListener>(
       lo, [this](const HttpRequest& req, HttpConn& conn) { return handle(req, conn); }, http_error_body,
       [this](const HttpRequest* req, int status, size_t bytes) {
@@ -145,10 +150,14 @@ HttpServer::HttpServer(const HttpOptions& opt, const ServedModel& model, const D
       });
   // A client that waits for 100 Continue learns of a missing or wrong key before sending its body.
   listener_->set_head_check([this](const HttpRequest& head) {
-    std::optional<HttpReply> r = unauthorized(head);
+    std::optional<HttpReply> r = misdirected(head);
+    if (!r) r = unauthorized(head);
     if (r) add_cors(head, &*r);
     return r;
   });
+  // /health and /metrics are answered by the listener's event loop itself (they never block), so
+  // they answer while every handler thread is busy with a generation.
+  listener_->set_inline([](const HttpRequest& req) { return req.path == "/health" || req.path == "/metrics"; });
 }
 
 HttpServer::~HttpServer() = default;
@@ -177,7 +186,9 @@ json HttpServer::model_entry() const {
 
 HttpReply HttpServer::handle(const HttpRequest& req, HttpConn& conn) {
   HttpReply reply;
-  if (req.method == "OPTIONS" && !opt_.cors_origins.empty() && !methods_of(req.path).empty()) {
+  if (std::optional<HttpReply> r = misdirected(req)) {
+    reply = std::move(*r);
+  } else if (req.method == "OPTIONS" && !opt_.cors_origins.empty() && !methods_of(req.path).empty()) {
     reply.status = 204;  // CORS preflight (no API key: browsers send none with it)
     reply.headers.emplace_back("Access-Control-Allow-Methods", std::string(methods_of(req.path)) + ", OPTIONS");
     reply.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Conversation-Id");
@@ -201,6 +212,14 @@ void HttpServer::add_cors(const HttpRequest& req, HttpReply* reply) const {
       return;
     }
   }
+}
+
+std::optional<HttpReply> HttpServer::misdirected(const HttpRequest& req) const {
+  const std::string_view host = req.header("host");
+  if (hosts_.allows(host)) return std::nullopt;
+  return error_reply({421, "Host '" + std::string(host.substr(0, 128)) +
+                               "' is not served here (only loopback names, the listen address and --allowed-hosts)",
+                      "invalid_request_error", "", "misdirected_request"});
 }
 
 std::optional<HttpReply> HttpServer::unauthorized(const HttpRequest& req) const {

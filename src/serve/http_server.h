@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "serve/host_check.h"
 #include "serve/http_listener.h"
 #include "serve/metrics.h"
 #include "serve/prepare.h"
@@ -25,8 +26,13 @@ struct HttpOptions {
   int port = 8080;                    // 0 = any free port (see HttpServer::port)
   std::string api_key;                // empty: no key needed
   std::vector<std::string> cors_origins;  // browser origins allowed cross-origin ("*" = any); empty: no CORS
+  std::vector<std::string> allowed_hosts;  // Host names answered besides loopback and --host ("*" = any)
   size_t max_body_bytes = 1 << 20;    // larger bodies get 413
-  int http_threads = 8;               // open connections (one thread each; streams hold one); more get 503
+  int http_threads = 8;               // requests handled at once (one thread each; streams hold one); more get 503
+  int max_connections = 1024;         // open connections in all; more get 503
+  int max_connections_per_ip = 256;   // open connections from one client address (0 = no limit)
+  int head_timeout_s = 10;            // a request head must arrive whole within this (408)
+  int64_t min_body_rate = 16384;      // bytes/s a request body must keep up on average (408)
   bool log_requests = false;          // one line per request on stderr
 };
 
@@ -60,10 +66,13 @@ class HttpServer {
   HttpReply route(const HttpRequest& req, HttpConn& conn);
   // 401 for a route that needs the API key when the request lacks it (nullopt: it may go on).
   std::optional<HttpReply> unauthorized(const HttpRequest& req) const;
+  // 421 for a Host the server does not answer (DNS rebinding; host_check.h), else nullopt.
+  std::optional<HttpReply> misdirected(const HttpRequest& req) const;
   void add_cors(const HttpRequest& req, HttpReply* reply) const;
   HttpReply generation(Endpoint ep, const HttpRequest& req, HttpConn& conn);
   nlohmann::json model_entry() const;
   HttpOptions opt_;
+  HostCheck hosts_;
   ServedModel model_;
   DrafterInfo drafter_;
   const tokenizer::Tokenizer& tok_;

@@ -63,7 +63,8 @@ class OwningDrafter : public spec::Drafter {
 };
 
 // --cors-origin: comma-separated origins, each "*" or scheme://host[:port] (no path).
-Result<std::vector<std::string>> parse_origins(const std::string& list) {
+// A comma-separated flag value: its entries, spaces around them trimmed, empty ones dropped.
+std::vector<std::string> split_list(const std::string& list) {
   std::vector<std::string> out;
   size_t at = 0;
   while (at < list.size()) {
@@ -72,12 +73,27 @@ Result<std::vector<std::string>> parse_origins(const std::string& list) {
     at = comma == std::string::npos ? list.size() : comma + 1;
     while (!o.empty() && o.back() == ' ') o.pop_back();
     while (!o.empty() && o.front() == ' ') o.erase(o.begin());
+    if (!o.empty()) out.push_back(std::move(o));
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> parse_origins(const std::string& list) {
+  std::vector<std::string> out = split_list(list);
+  for (const std::string& o : out) {
     const size_t scheme = o.find("://");
     const bool ok = o == "*" || ((o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0) &&
                                  o.size() > scheme + 3 && o.find('/', scheme + 3) == std::string::npos);
     if (!ok) return Status::error("--cors-origin: '" + o + "' is not * or an origin like https://app.example[:port]");
-    out.push_back(o);
   }
+  return out;
+}
+
+Result<std::vector<std::string>> parse_allowed_hosts(const std::string& list) {
+  std::vector<std::string> out = split_list(list);
+  for (const std::string& h : out)
+    if (h != "*" && (serve::host_name_of(h).empty() || h.find_first_of("/ @") != std::string::npos))
+      return Status::error("--allowed-hosts: '" + h + "' is not * or a host name like api.example[:port]");
   return out;
 }
 
@@ -89,11 +105,14 @@ std::string model_id(const std::string& spec, const std::string& path) {
 }  // namespace
 
 int verb_serve(int argc, char** argv) {
-  std::string model_spec = "gemma3-270m", cache, chat_template, host = "127.0.0.1", api_key, cors;
+  std::string model_spec = "gemma3-270m", cache, chat_template, host = "127.0.0.1", api_key, cors, allowed_hosts;
   SpecFlags spec_flags;
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
   int64_t max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
   int64_t drain_s = 10, http_threads = 0;
+  serve::HttpOptions http_defaults;
+  int64_t max_connections = http_defaults.max_connections, max_connections_per_ip = http_defaults.max_connections_per_ip;
+  int64_t head_timeout_s = http_defaults.head_timeout_s, min_body_rate = http_defaults.min_body_rate;
   bool verbose = false, no_batch = false;
   Args args("dspark serve [--model M] [--draft-model D | --draft-kind K | --no-spec] [--host H] [--port P]\n"
             "       [--api-key KEY] [--parallel N] [--ctx N] [--max-queue Q]",
@@ -112,6 +131,9 @@ int verb_serve(int argc, char** argv) {
   args.add("--cors-origin", &cors,
            "allow browser pages from these origins (comma-separated, e.g. https://app.example; * = any) to call "
            "the API: CORS headers + OPTIONS preflight (default: none, browsers block cross-origin reads)");
+  args.add("--allowed-hosts", &allowed_hosts,
+           "Host names answered besides localhost, 127.0.0.1, [::1] and the --host address (comma-separated, any "
+           "port; * = any Host); others get HTTP 421, which stops DNS-rebinding pages from reading the API");
   args.add("--parallel", &parallel, "generation slots (each its own KV cache and drafter)", 1, 256);
   args.add("--ctx", &n_ctx, "context size in tokens per slot", 16, 1 << 20);
   args.add("--max-queue", &max_queue, "requests waiting for a slot at most; more get HTTP 429", 0, 1 << 20);
@@ -123,7 +145,20 @@ int verb_serve(int argc, char** argv) {
            1 << 20);
   args.add("--prefill-chunk", &prefill_chunk, "prompt tokens per scheduling step (fairness between slots)", 1, 1 << 20);
   args.add("--drain-timeout", &drain_s, "seconds SIGTERM waits for running requests before cancelling them", 0, 3600);
-  args.add("--http-threads", &http_threads, "open connections served at once, one thread each (default: 4 x (parallel + max-queue) + 32); more get 503", 0, 4096);
+  args.add("--http-threads", &http_threads,
+           "requests handled at once, one thread each while it runs (a stream holds one; idle and slow connections "
+           "hold none; default: 4 x (parallel + max-queue) + 32); more get 503",
+           0, 4096);
+  args.add("--max-connections", &max_connections, "open connections in all; more get 503", 1, 1 << 20);
+  args.add("--max-connections-per-ip", &max_connections_per_ip,
+           "open connections from one client address (0: no limit; raise it behind a proxy); more get 503", 0,
+           1 << 20);
+  args.add("--head-timeout", &head_timeout_s,
+           "seconds a request's header block may take from its first byte, however it trickles in (408 after)", 1,
+           3600);
+  args.add("--min-body-rate", &min_body_rate,
+           "bytes/s a request body must average: it must arrive within --head-timeout + length / rate (408 after)", 1,
+           1ll << 30);
   args.add_flag("--no-batch", &no_batch, "verify each slot's round in its own forward (default: one forward_multi)");
   args.add_flag("--verbose,-v", &verbose, "log one line per HTTP request; at start-up, the backend and the kernel each weight type runs on");
   if (Status st = args.parse(argc, argv, 2); !st) {
@@ -141,6 +176,8 @@ int verb_serve(int argc, char** argv) {
   }
   auto cors_origins = parse_origins(cors);
   if (!cors_origins) { std::fprintf(stderr, "dspark serve: %s\n", cors_origins.message().c_str()); return kExitBadInput; }
+  auto hosts = parse_allowed_hosts(allowed_hosts);
+  if (!hosts) { std::fprintf(stderr, "dspark serve: %s\n", hosts.message().c_str()); return kExitBadInput; }
 
   auto lm = load_model(model_spec, cache, chat_template,
                        BackendFlags{backend, kernel_plan, (int)threads, model::SessionOptions{}.max_batch});
@@ -237,8 +274,13 @@ int verb_serve(int argc, char** argv) {
                           .port = (int)port,
                           .api_key = api_key,
                           .cors_origins = *cors_origins,
+                          .allowed_hosts = *hosts,
                           .max_body_bytes = (size_t)max_body,
                           .http_threads = (int)(http_threads > 0 ? http_threads : 4 * (parallel + max_queue) + 32),
+                          .max_connections = (int)max_connections,
+                          .max_connections_per_ip = (int)max_connections_per_ip,
+                          .head_timeout_s = (int)head_timeout_s,
+                          .min_body_rate = min_body_rate,
                           .log_requests = verbose};
   serve::HttpServer server(hopt, served, dinfo, *lm->tok, **sched, metrics);
   if (Status st = server.bind(); !st) {

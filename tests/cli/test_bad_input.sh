@@ -98,6 +98,8 @@ expect_bad "suffix-index: no subcommand" suffix-index
 expect_bad "suffix-index build: no --ids" suffix-index build -o "$tmp/x.sfx"
 expect_bad "ab: suffix-index on an ngram arm" ab -m x.gguf --a serial --b draft-kind=ngram,suffix-index=x.sfx
 expect_bad "ab: suffix arm without an index" ab -m x.gguf --a serial --b draft-kind=suffix
+expect_bad "serve: malformed --allowed-hosts" serve -m x.gguf --allowed-hosts "api.example,http://x/"
+expect_bad "serve: zero --head-timeout" serve -m x.gguf --head-timeout 0
 
 if [ -n "$model" ] && [ -f "$model" ]; then
   head -c 5000000 "$model" >"$tmp/truncated.gguf"

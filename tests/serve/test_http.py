@@ -8,7 +8,9 @@ after its request still gets the answer; Expect: 100-continue; malformed framing
 JSON error and its status (Content-Length -1 -> 400, oversized or too many headers -> 431,
 Transfer-Encoding -> 411, HTTP/2.0 -> 505, wrong method -> 405); JSON errors with codes (number
 overflow -> invalid_json, a non-object body -> invalid_type); abandoned non-streamed requests free
-the slot at once; CORS only when --cors-origin allows the page's origin. Then graceful drain on SIGTERM with the official openai client: a stream that
+the slot at once; with every handler thread busy (--http-threads 4, four streams) /health and
+/metrics still answer at once and a fifth request gets 503; CORS only when --cors-origin allows
+the page's origin. Then graceful drain on SIGTERM with the official openai client: a stream that
 fits in --drain-timeout finishes normally; one that does not, and one still queued, end with an
 error event, [DONE] and a well-formed chunked body; the process exits 0.
 Exit 77 (ctest: skipped) without a model.
@@ -24,29 +26,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_server import SKIP, Server, check, failures, free_port  # noqa: E402
+from test_server import SKIP, Server, check, failures, free_port, raw  # noqa: E402
 
-HEADERS = b"Host: t\r\nContent-Type: application/json\r\n"
-
-
-def raw(port, data, half_close=False, wait=20.0):
-    """Sends bytes on a fresh connection, returns everything read until the server closes."""
-    s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(data)
-    if half_close:
-        s.shutdown(socket.SHUT_WR)
-    s.settimeout(wait)
-    out = b""
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            out += b
-    except socket.timeout:
-        pass
-    s.close()
-    return out
+HEADERS = b"Host: localhost\r\nContent-Type: application/json\r\n"
 
 
 def post(path, body, extra=b""):
@@ -70,8 +52,8 @@ def json_code(resp):
 def http_checks(port, mid):
     comp = {"model": mid, "prompt": "The capital of France is", "max_tokens": 3, "temperature": 0}
     # Pipelining: three requests written at once, three answers in order.
-    r = raw(port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n" + post("/v1/completions", comp) +
-            b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    r = raw(port, b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n" + post("/v1/completions", comp) +
+            b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     check(statuses(r) == [200, 200, 200] and r.count(b'"object":"list"') == 1, f"pipelined: 3 answers ({statuses(r)})")
     # Half-close after the request: still answered (a 102 interim response may come first).
     for i in range(3):
@@ -95,16 +77,16 @@ def http_checks(port, mid):
 
     bad = [
         ("Content-Length: -1", b"POST /v1/completions HTTP/1.1\r\n" + HEADERS + b"Content-Length: -1\r\n\r\n{}", 400, "invalid_http"),
-        ("oversized header", b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "headers_too_large"),
-        ("200 headers", b"GET /health HTTP/1.1\r\nHost: t\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(200)) + b"\r\n",
+        ("oversized header", b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "headers_too_large"),
+        ("200 headers", b"GET /health HTTP/1.1\r\nHost: localhost\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(200)) + b"\r\n",
          431, "headers_too_large"),
         ("Transfer-Encoding", b"POST /v1/completions HTTP/1.1\r\n" + HEADERS + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
          411, "length_required"),
-        ("HTTP/2.0", b"GET /health HTTP/2.0\r\nHost: t\r\n\r\n", 505, "http_version_not_supported"),
-        ("PUT /v1/models", b"PUT /v1/models HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 405, "method_not_allowed"),
+        ("HTTP/2.0", b"GET /health HTTP/2.0\r\nHost: localhost\r\n\r\n", 505, "http_version_not_supported"),
+        ("PUT /v1/models", b"PUT /v1/models HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n", 405, "method_not_allowed"),
         ("number overflow", post("/v1/completions", b'{"model":"m","prompt":"a","max_tokens":1e999999}'), 400, "invalid_json"),
         ("array body", post("/v1/completions", b"[]"), 400, "invalid_type"),
-        ("unknown route", b"GET /nope HTTP/1.1\r\nHost: t\r\n\r\n", 404, "unknown_route"),
+        ("unknown route", b"GET /nope HTTP/1.1\r\nHost: localhost\r\n\r\n", 404, "unknown_route"),
     ]
     for what, data, status, code in bad:
         r = raw(port, data, wait=5)
@@ -128,6 +110,8 @@ def http_checks(port, mid):
         r = raw(port, post(path, body, b"Connection: close\r\n"), wait=5)
         check(statuses(r) == [400] and json_code(r) == code, f"{what} -> 400 {code} ({statuses(r)}, {json_code(r)})")
 
+    busy_checks(port, mid)
+
     # Abandoned non-streamed requests: the slot is free again at once.
     long_req = post("/v1/completions", {"model": mid, "prompt": "Count from 1 to 1000:", "max_tokens": 400, "temperature": 0})
     socks = []
@@ -144,11 +128,40 @@ def http_checks(port, mid):
     check(statuses(r) == [200] and dt < 5.0, f"abandoned non-streamed requests free the slot (next answer in {dt:.1f} s)")
 
 
+BUSY_HANDLERS = 4  # --http-threads of the main server
+
+
+def busy_checks(port, mid):
+    """Every handler thread busy with a stream (1 running, the rest queued): /health and /metrics
+    still answer at once (the event loop answers them), a further completion gets 503."""
+    body = json.dumps({"model": mid, "prompt": "Count from 1 to 1000:", "max_tokens": 400, "temperature": 0,
+                       "stream": True}).encode()
+    streams = []
+    for _ in range(BUSY_HANDLERS):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s" % (HEADERS, len(body), body))
+        s.settimeout(30)
+        s.recv(1)  # the stream's head: its handler thread is taken
+        streams.append(s)
+    t0 = time.time()
+    health = raw(port, b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", wait=5)
+    metrics = raw(port, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", wait=5)
+    dt = time.time() - t0
+    more = raw(port, post("/v1/completions", {"model": mid, "prompt": "x", "max_tokens": 1}, b"Connection: close\r\n"),
+               wait=10)
+    for s in streams:
+        s.close()
+    check(statuses(health) == [200] and statuses(metrics) == [200] and dt < 1.0,
+          f"every handler busy: /health and /metrics answered ({statuses(health)}, {statuses(metrics)}, {dt * 1000:.0f} ms)")
+    check(statuses(more) == [503] and json_code(more) == "too_many_connections",
+          f"every handler busy: a further completion -> 503 ({statuses(more)}, {json_code(more)})")
+
+
 def cors_checks(port, cors_on):
-    pre = raw(port, b"OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n"
+    pre = raw(port, b"OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nOrigin: https://app.example\r\n"
                     b"Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n", wait=5)
-    get = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\nConnection: close\r\n\r\n", wait=5)
-    other = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nOrigin: https://evil.example\r\nConnection: close\r\n\r\n", wait=5)
+    get = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nOrigin: https://app.example\r\nConnection: close\r\n\r\n", wait=5)
+    other = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nOrigin: https://evil.example\r\nConnection: close\r\n\r\n", wait=5)
     acao = b"Access-Control-Allow-Origin: https://app.example"
     if cors_on:
         check(statuses(pre) == [204] and b"Access-Control-Allow-Methods: POST, OPTIONS" in pre and acao in pre,
@@ -180,7 +193,7 @@ def drain_checks(binary, model, openai):
     try:
         srv.wait_healthy()
         cors_checks(port, True)
-        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
+        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
         stream = client.completions.create(model=mid, prompt="Write the numbers from 1 to 500, one per line:",
                                            max_tokens=24, temperature=0, stream=True)
@@ -257,10 +270,10 @@ def main():
         print(f"SKIP: the openai package is not installed for {sys.executable}")
         return SKIP
     port = free_port()
-    srv = Server(binary, model, port, ["--parallel", "1"])
+    srv = Server(binary, model, port, ["--parallel", "1", "--http-threads", str(BUSY_HANDLERS)])
     try:
         srv.wait_healthy()
-        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
+        mid = json.loads(raw(port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").split(b"\r\n\r\n", 1)[1])["data"][0]["id"]
         http_checks(port, mid)
         cors_checks(port, False)
     except Exception as e:  # noqa: BLE001

@@ -8,7 +8,11 @@ chat and completions (streamed and not), the models list, usage (+ usage.specula
 speculative options, temperature-0 answers identical with and without speculation (and under
 concurrency), prompt-cache reuse on a second turn, every bad-input case (status code + OpenAI error
 body), the API key, the queue bound (429), that disconnected streams free their slots, /stats,
-/metrics (and `promtool check metrics` when installed), the chat page, and SIGTERM -> exit 0.
+/metrics (and `promtool check metrics` when installed), the chat page, a hostile client (Host
+check against DNS rebinding: 421 for an unknown Host, loopback / listen address / --allowed-hosts
+answered; an oversize body sent whole still reads its 413 JSON; slowloris: 100 trickling sockets
+while /health answers 200 in under 1 s every time and a completion succeeds, each socket then 408),
+and SIGTERM -> exit 0.
 Exit 77 (ctest: skipped) without a model or without the openai package.
 """
 import http.client
@@ -23,6 +27,8 @@ import threading
 import time
 
 SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from slowloris_serve import Slowloris, health  # noqa: E402  (the probe of bench/slowloris_serve.py)
 KEY = "sk-test-123"
 
 
@@ -128,7 +134,7 @@ def main():
 
     port = free_port()
     srv = Server(binary, model, port, ["--api-key", KEY, "--parallel", "2", "--max-queue", "1", "--ctx", "1024",
-                                       "--max-body", "65536", "--drain-timeout", "5"])
+                                       "--max-body", "65536", "--drain-timeout", "5", "--allowed-hosts", "api.example"])
     try:
         srv.wait_healthy()
         run_checks(openai, port)
@@ -327,7 +333,7 @@ def run_checks(openai, port):
     check(status == 401 and hdrs.get("www-authenticate") == "Bearer", "api key: 401 names its scheme (WWW-Authenticate)")
     # Expect: 100-continue without the key: 401 at once, never 100 (the body is not uploaded first).
     s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
               b"Expect: 100-continue\r\nContent-Length: 500\r\n\r\n")
     s.settimeout(10)
     first = s.recv(4096)
@@ -394,6 +400,101 @@ def run_checks(openai, port):
         print("note: promtool not installed; /metrics format not linted")
     status, html = request("GET", port, "/")
     check(status == 200 and "dspark chat" in html, "chat page at /")
+    hostile_checks(port, mid, auth)
+
+
+def raw(port, data, half_close=False, wait=20.0):
+    """Sends bytes on a fresh connection (all of them first, as simple clients do), returns what
+    the server sent until it closed (or `wait` seconds passed without a byte)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)  # a big body is mostly unsent when the answer comes
+    try:
+        s.sendall(data)
+    except OSError:  # reset: the server closed without reading the rest
+        s.close()
+        return b""
+    if half_close:
+        s.shutdown(socket.SHUT_WR)
+    s.settimeout(wait)
+    out = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+    except OSError:
+        pass
+    s.close()
+    return out
+
+
+def status_and_code(resp):
+    head, _, body = resp.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.1 ") else None
+    try:
+        return status, json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return status, None
+
+
+def hostile_checks(port, mid, auth):
+    """DNS rebinding (Host check), the lingering close after 413, and slowloris."""
+    key = f"Authorization: {auth['Authorization']}\r\n".encode()
+    # Rebinding: a Host the server does not know is 421; loopback names, the listen address and
+    # --allowed-hosts (api.example) are answered, with or without a port.
+    for host, want in ((b"evil.example", 421), (b"evil.example:%d" % port, 421), (b"localhost", 200),
+                       (b"localhost:%d" % port, 200), (b"127.0.0.1:%d" % port, 200), (b"[::1]", 200),
+                       (b"api.example", 200), (b"API.example:443", 200)):
+        r = raw(port, b"GET /v1/models HTTP/1.1\r\nHost: " + host + b"\r\n" + key + b"Connection: close\r\n\r\n")
+        st, code = status_and_code(r)
+        check(st == want and (want == 200 or code == "misdirected_request"), f"Host: {host.decode()} -> {want} ({st}, {code})")
+    r = raw(port, b"GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+    check(status_and_code(r) == (421, "misdirected_request"), "Host: evil.example on /health -> 421")
+
+    # Lingering close: a body far over --max-body, sent whole before reading, still gets the 413 JSON.
+    big = b"x" * (12 << 20)  # more than the socket buffers hold
+    r = raw(port, b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + key +
+                     b"Content-Length: %d\r\n\r\n" % len(big) + big)
+    check(status_and_code(r) == (413, "body_too_large") and r.endswith(b"}"),
+          f"oversize body sent whole: the full 413 JSON is read ({status_and_code(r)})")
+
+    # Slowloris: 100 sockets each trickle a header line every second. /health answers 200 within
+    # 1 s every time, a completion succeeds meanwhile, and every trickling socket gets 408 at the
+    # 10 s head deadline.
+    n, secs = 100, 12.0
+    loris = Slowloris(port, n, b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n", 1.0)
+
+    comp = {}
+
+    def completion():
+        comp["status"] = request("POST", port, "/v1/completions", headers=auth,
+                                 body={"model": mid, "prompt": "The capital of France is", "max_tokens": 8,
+                                       "temperature": 0})[0]
+
+    comp_thread = threading.Thread(target=completion)
+    loris.start()
+    comp_thread.start()
+    probes = []
+    t0 = time.time()
+    while time.time() - t0 < secs:
+        probes.append(health(port))
+        time.sleep(0.2)
+    comp_thread.join(timeout=60)
+    loris.stop()
+    got408 = 0
+    for s in loris.socks:
+        s.settimeout(2.0)
+        try:
+            got408 += s.recv(64).startswith(b"HTTP/1.1 408 ")
+        except OSError:
+            pass
+        s.close()
+    worst = max(dt for _, dt in probes)
+    check(all(st == 200 for st, _ in probes) and worst < 1.0,
+          f"slowloris: /health 200 every time ({len(probes)} probes, slowest {worst * 1000:.0f} ms)")
+    check(comp.get("status") == 200, f"slowloris: a completion succeeds meanwhile ({comp.get('status')})")
+    check(got408 == n, f"slowloris: every trickling socket got 408 at the head deadline ({got408}/{n})")
 
 
 if __name__ == "__main__":
