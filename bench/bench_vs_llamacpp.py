@@ -40,8 +40,8 @@ request.  Prefill tok/s = prompt tokens / time to first token and decode tok/s =
 output token, both from the pipeline's perf_metrics (the wall clock of each call is kept beside
 them).  Every prompt (warm-up, each repeat's prefill and decode) starts at a different token, so the
 pipeline's prefix cache cannot serve any of them.  OpenVINO GenAI's GGUF reader takes only some
-quantization types (e.g. Q4_0, Q4_1, Q8_0, F16); a model it cannot load (e.g. Q4_K) is reported as
-skipped with its error, not measured.
+quantization types (with 2026.4.1 SmolLM2's Q4_1 loads, Gemma 3's Q4_K_M does not); a model it
+cannot load is reported as skipped with its error, not measured.
 """
 
 from __future__ import annotations
