@@ -9,6 +9,9 @@ roofline (all tensor bytes read once per decoded token).
   python bench/bench_vs_llamacpp.py [--repeats 5] [--threads 2] [--json out.json]
   python bench/bench_vs_llamacpp.py --only llama      # llama.cpp half alone
   python bench/bench_vs_llamacpp.py --llama-bench auto # + llama.cpp's own llama-bench binary
+  python bench/bench_vs_llamacpp.py --only dspark --llama-bench auto \
+      --llama-bench-args '' --llama-bench-args '--repack 0' --openvino auto
+                                                       # dspark vs two llama-bench arms and OpenVINO GenAI
 
 dspark side: `build/release/dspark bench --model PATH -p 512 -n 128 --threads 2
 --repeats 1 --json`, one JSON object with prefill_tok_s, decode_tok_s,
@@ -21,7 +24,24 @@ greedy decode (argmax over raw logits, stop tokens ignored).  Weight repacking
 native side (--llama-bench PATH, or `auto` for the binary scripts/build_llama_bench.sh builds):
 `llama-bench -m MODEL -t THREADS -p 512 -n 128 -r 1 -o json` per repeat (its own warm-up run,
 its defaults otherwise, e.g. weight repacking as llama.cpp chooses; --llama-bench-args adds flags
-such as `--repack 0`); peak RSS is the llama-bench process's own.
+such as `--repack 0`; give it more than once for one llama-bench arm per flag set); peak RSS is
+the llama-bench process's own.
+OpenVINO GenAI side (--openvino PYTHON, or `auto` for build/ov-venv/bin/python): this file run with
+--worker-openvino under a Python that has the `openvino-genai` package from PyPI, kept out of the
+project's requirements; create that private environment once with
+  python3 -m venv build/ov-venv && build/ov-venv/bin/pip install openvino-genai
+The worker loads the GGUF file itself (openvino_genai.LLMPipeline(model.gguf, "CPU",
+INFERENCE_NUM_THREADS=threads)), which converts and compiles the model in the process (tens of
+seconds, reported as load_s). One untimed warm-up (a full-length prefill and a short decode) absorbs
+the first call's compilation; then a timed prefill of exactly --prompt-tokens tokens (the same
+document as the llama.cpp side, tokenized by the pipeline's own tokenizer, one generated token) and a
+timed greedy decode of --gen-tokens tokens (ignore_eos) after the model's chat template around a short
+request.  Prefill tok/s = prompt tokens / time to first token and decode tok/s = 1000 / mean time per
+output token, both from the pipeline's perf_metrics (the wall clock of each call is kept beside
+them).  Every prompt (warm-up, each repeat's prefill and decode) starts at a different token, so the
+pipeline's prefix cache cannot serve any of them.  OpenVINO GenAI's GGUF reader takes only some
+quantization types (with 2026.4.1 SmolLM2's Q4_1 loads, Gemma 3's Q4_K_M does not); a model it
+cannot load is reported as skipped with its error, not measured.
 """
 
 from __future__ import annotations
@@ -126,6 +146,77 @@ def llama_worker(args) -> int:
     return 0
 
 
+def openvino_worker(args) -> int:
+    """OpenVINO GenAI on the GGUF file (run under the private venv's Python); prints one JSON object
+    like `dspark bench --json`, or {"skipped": reason} when the pipeline cannot load the model."""
+    try:
+        import numpy as np
+        import openvino as ov
+        import openvino_genai as og
+        from llama_ref import vm_hwm_bytes
+    except ImportError as e:
+        print(f"openvino worker: {e} (install: python3 -m venv build/ov-venv && "
+              "build/ov-venv/bin/pip install openvino-genai)", file=sys.stderr)
+        return 2
+    version = og.get_version()
+    config = {"INFERENCE_NUM_THREADS": args.threads}
+    t0 = time.perf_counter()
+    try:
+        pipe = og.LLMPipeline(args.model, "CPU", **config)
+    except RuntimeError as e:
+        reason = " ".join(str(e).split())
+        reason = reason[reason.find("[load_gguf]"):] if "[load_gguf]" in reason else reason[-300:]
+        print(json.dumps({"skipped": f"OpenVINO GenAI {version} cannot load this GGUF: {reason}"}))
+        return 0
+    load_s = time.perf_counter() - t0
+    tok = pipe.get_tokenizer()
+    doc = tok.encode(prefill_text(), add_special_tokens=False).input_ids.data[0].tolist()
+    # distinct windows of the document: the warm-up starts at token 0, repeat r's prefill at r + 1
+    start = args.ov_repeat + 1
+    while len(doc) < start + args.prompt_tokens:
+        doc = doc + doc
+    def window(at: int):
+        return ov.Tensor(np.array([doc[at:at + args.prompt_tokens]], dtype=np.int64))
+
+    def chat(tag: str):
+        text = tok.apply_chat_template(
+            [{"role": "user", "content": f"({tag}) Write a short story about a lighthouse keeper."}],
+            add_generation_prompt=True)
+        return tok.encode(text, add_special_tokens=False).input_ids
+
+    def run(ids, n_new: int):
+        cfg = pipe.get_generation_config()
+        cfg.max_new_tokens = n_new
+        cfg.min_new_tokens = n_new
+        cfg.ignore_eos = True
+        cfg.do_sample = False
+        t = time.perf_counter()
+        r = pipe.generate(ids, cfg)
+        return r, time.perf_counter() - t
+
+    run(window(0), 1)                     # warm-up: compiles the prefill shapes
+    run(chat("warm-up"), 8)               # and the decode step
+    r, pp_wall = run(window(start), 1)
+    pm = r.perf_metrics
+    pp_tokens = int(pm.get_num_input_tokens())
+    ttft_ms = float(pm.get_ttft().mean)
+    r, tg_wall = run(chat(f"repeat {args.ov_repeat + 1}"), args.gen_tokens)
+    pm = r.perf_metrics
+    n = int(pm.get_num_generated_tokens())
+    tpot_ms = float(pm.get_tpot().mean)
+    res = {
+        "prefill_tok_s": pp_tokens / (ttft_ms / 1e3), "decode_tok_s": 1e3 / tpot_ms,
+        "prompt_tokens": pp_tokens, "gen_tokens": n, "decode_prompt_tokens": int(pm.get_num_input_tokens()),
+        "prefill_wall_s": pp_wall, "prefill_ttft_ms": ttft_ms, "decode_wall_s": tg_wall,
+        "decode_ttft_ms": float(pm.get_ttft().mean), "decode_tpot_ms": tpot_ms, "load_s": load_s,
+        "peak_rss_bytes": vm_hwm_bytes(),
+        "settings": {"openvino_genai": version, "device": "CPU", **config,
+                     "prefill_window_start": start},
+    }
+    print(json.dumps(res), flush=True)
+    return 0
+
+
 # --------------------------------------------------------------------------- helpers
 def run_child(cmd: list[str], timeout: float) -> tuple[dict, int]:
     """Run cmd, parse the last JSON object line of its stdout.  Returns (dict, the
@@ -222,11 +313,20 @@ def main() -> int:
     ap.add_argument("--llama-bench", default=None, metavar="PATH",
                     help="also run llama.cpp's own llama-bench binary ('auto': the one "
                          "scripts/build_llama_bench.sh builds under build/llama-bench)")
-    ap.add_argument("--llama-bench-args", default="", help="extra llama-bench flags, e.g. '--repack 0'")
+    ap.add_argument("--llama-bench-args", action="append", default=None,
+                    help="extra llama-bench flags, e.g. '--repack 0'; repeat it for one llama-bench arm per "
+                         "flag set ('' for llama-bench's defaults)")
+    ap.add_argument("--openvino", default=None, metavar="PYTHON",
+                    help="also run OpenVINO GenAI on the GGUF, in a subprocess of this Python, which must "
+                         "have the openvino-genai package ('auto': build/ov-venv/bin/python; create it with "
+                         "python3 -m venv build/ov-venv && build/ov-venv/bin/pip install openvino-genai). "
+                         "Models it cannot load are reported as skipped")
     ap.add_argument("--json", default=None, metavar="PATH", help="write results ('-': stdout)")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--worker-llama", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--worker-llama-bench", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-openvino", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ov-repeat", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.model is None:
@@ -238,7 +338,12 @@ def main() -> int:
     if args.worker_llama:
         return llama_worker(args)
     if args.worker_llama_bench:
+        args.llama_bench_args = " ".join(args.llama_bench_args or [])
         return llama_bench_worker(args)
+    if args.worker_openvino:
+        return openvino_worker(args)
+    if args.openvino == "auto":
+        args.openvino = os.path.join(REPO, "build", "ov-venv", "bin", "python")
 
     sides = [s for s in ("dspark", "llama") if args.only in (None, s)]
     if args.dspark_full_head and "dspark" in sides:
@@ -247,7 +352,22 @@ def main() -> int:
         if not os.access(args.llama_bench, os.X_OK):
             log(f"llama-bench binary {args.llama_bench} not found (build it: scripts/build_llama_bench.sh)")
             return 2
-        sides.append("llama-bench")
+    # one llama-bench arm per --llama-bench-args; "llama-bench" is the arm with llama-bench's defaults
+    bench_arms = {("llama-bench" if not a.strip() else f"llama-bench {a.strip()}"): a
+                  for a in (args.llama_bench_args or [""])} if args.llama_bench else {}
+    sides += list(bench_arms)
+    if args.openvino:
+        import shutil
+
+        probe = None
+        if shutil.which(args.openvino):
+            probe = subprocess.run([args.openvino, "-c", "import openvino_genai"], capture_output=True)
+        if probe is None or probe.returncode != 0:
+            why = "not found" if probe is None else "cannot import openvino_genai"
+            log(f"OpenVINO Python {args.openvino}: {why} (create it: python3 -m venv build/ov-venv && "
+                "build/ov-venv/bin/pip install openvino-genai)")
+            return 2
+        sides.append("openvino")
     if "dspark" in sides and not os.path.exists(args.dspark):
         log(f"dspark binary {args.dspark} not found")
         return 2
@@ -264,11 +384,15 @@ def main() -> int:
                   "--gen-tokens", str(args.gen_tokens)]
                  + (["--llama-flash-attn"] if args.llama_flash_attn else [])
                  + (["--llama-repack"] if args.llama_repack else []),
-        "llama-bench": [sys.executable, os.path.abspath(__file__), "--worker-llama-bench",
-                        "--llama-bench", str(args.llama_bench), "--llama-bench-args", args.llama_bench_args,
-                        "--model", args.model, "--threads", str(args.threads),
-                        "--prompt-tokens", str(args.prompt_tokens), "--gen-tokens", str(args.gen_tokens)],
+        "openvino": [str(args.openvino), os.path.abspath(__file__), "--worker-openvino",
+                     "--model", args.model, "--threads", str(args.threads),
+                     "--prompt-tokens", str(args.prompt_tokens), "--gen-tokens", str(args.gen_tokens)],
     }
+    for arm, extra in bench_arms.items():
+        cmds[arm] = [sys.executable, os.path.abspath(__file__), "--worker-llama-bench",
+                     "--llama-bench", str(args.llama_bench), "--llama-bench-args=" + extra,
+                     "--model", args.model, "--threads", str(args.threads),
+                     "--prompt-tokens", str(args.prompt_tokens), "--gen-tokens", str(args.gen_tokens)]
 
     log("measuring memory copy bandwidth")
     bw = memcpy_bandwidth()
@@ -278,15 +402,23 @@ def main() -> int:
         log(f"GGUF tensor bytes {wb['total_bytes']:,} in {wb['n_tensors']} tensors")
 
     runs: dict[str, list[dict]] = {s: [] for s in sides}
+    skipped: dict[str, str] = {}
     for rep in range(args.repeats):
-        for s in sides:
-            res, maxrss = run_child(cmds[s], args.timeout)
+        for s in [s for s in sides if s not in skipped]:
+            # the OpenVINO worker starts each repeat's prompts at a different token (prefix cache)
+            cmd = cmds[s] + (["--ov-repeat", str(rep)] if s == "openvino" else [])
+            res, maxrss = run_child(cmd, args.timeout)
+            if "skipped" in res:
+                skipped[s] = res["skipped"]
+                log(f"{s} skipped: {res['skipped']}")
+                continue
             res["wait4_maxrss_bytes"] = maxrss
             runs[s].append(res)
             log(f"repeat {rep + 1}/{args.repeats} {s:<6}: prefill {res['prefill_tok_s']:8.1f} tok/s"
                 f"  decode {res['decode_tok_s']:7.2f} tok/s"
                 f"  peak RSS {res.get('peak_rss_bytes', 0) / 2**20:7.1f} MiB")
 
+    sides = [s for s in sides if s not in skipped]
     roof = None
     if wb["total_bytes"] and bw["gb_s"]:
         roof = bw["gb_s"] * 1e9 / wb["total_bytes"]
@@ -316,7 +448,9 @@ def main() -> int:
           f"| decode % of roofline | peak RSS MiB |")
     print("|---|---:|---:|---:|---:|")
     names = {"dspark": "dspark", "dspark-full-head": "dspark, full LM head", "llama": "llama.cpp (llama-cpp-python)",
-             "llama-bench": "llama.cpp (native llama-bench)"}
+             "openvino": "OpenVINO GenAI (GGUF)"}
+    for arm in bench_arms:
+        names[arm] = "llama.cpp (native " + arm + ")"
     for s in sides:
         m = summary[s]
         print(f"| {names[s]} | {fmt(m['prefill_tok_s_median'])} | {fmt(m['decode_tok_s_median'], '.2f')}"
@@ -339,17 +473,23 @@ def main() -> int:
         print("llama.cpp settings: " + ", ".join(f"{k}={v}" for k, v in st.items()))
         print("(extra buffer types off: the AMX path segfaults on this model, llama.cpp #20824;"
               " --llama-repack puts Q4_K weights in CPU_REPACK instead.)")
-    if "llama-bench" in sides:
-        st = runs["llama-bench"][0].get("settings", {})
-        print("llama-bench: " + " ".join(runs["llama-bench"][0].get("command", [])[:1] + ["..."])
+    for arm in (a for a in bench_arms if a in sides):
+        st = runs[arm][0].get("settings", {})
+        print(f"{arm}: " + " ".join(runs[arm][0].get("command", [])[:1] + ["..."])
               + "; " + ", ".join(f"{k}={v}" for k, v in st.items()))
+    if "openvino" in sides:
+        st = runs["openvino"][0].get("settings", {})
+        print("OpenVINO GenAI: " + ", ".join(f"{k}={v}" for k, v in st.items())
+              + f"; load + compile {med([r['load_s'] for r in runs['openvino']]):.1f} s (median, untimed)")
+    for s, why in skipped.items():
+        print(f"{names.get(s, s)}: skipped — {why}")
 
     result = {
         "machine": {"platform": platform.platform(), "cpu": _cpu_name(), "nproc": os.cpu_count()},
         "model": args.model, "threads": args.threads, "repeats": args.repeats,
         "prompt_tokens": args.prompt_tokens, "gen_tokens": args.gen_tokens,
         "bandwidth": bw, "weights": wb, "roofline_decode_tok_s": roof,
-        "summary": summary, "ratios_dspark_over_peer": ratios, "runs": runs,
+        "summary": summary, "ratios_dspark_over_peer": ratios, "runs": runs, "skipped": skipped,
         "commands": {s: cmds[s] for s in sides},
         "env": {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
                 "loadavg_at_end": os.getloadavg()},
