@@ -217,7 +217,7 @@ int verb_serve(int argc, char** argv) {
     auto first = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &dopt, &verify_ms, verbose);
     if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
     const DrafterRuntime rt{.n_ctx = n_ctx, .verify_ms = verify_ms};
-    dinfo = {first->kind, dopt.model, first->gamma, dopt.threshold};
+    dinfo = {first->kind, dopt.model.empty() ? dopt.suffix_index : dopt.model, first->gamma, dopt.threshold};
     max_gamma = std::max(first->gamma, first->drafter->max_draft());
     governor = first->governor;
     auto proto = std::make_shared<DrafterBundle>(std::move(first).value());
