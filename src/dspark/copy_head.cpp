@@ -7,7 +7,8 @@ namespace dspark::net {
 CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
   cfg_.max_ngram = std::max(cfg_.max_ngram, 1);
   cfg_.min_ngram = std::clamp(cfg_.min_ngram, 1, cfg_.max_ngram);
-  const size_t kinds = (size_t)cfg_.max_ngram + 1;
+  const size_t lookup_kinds = (size_t)cfg_.max_ngram + 1;
+  const size_t kinds = lookup_kinds + cfg_.index_share_edges.size();
   tries_.assign(kinds, 0.0);
   accepts_.assign(kinds, 0.0);
   prior_tries_.assign(kinds, 2.0);
@@ -15,15 +16,26 @@ CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
   shadow_.assign(2 * kinds, ShadowCell{});
   if (!cfg_.prior_acceptance.empty()) {
     cfg_.explore_evaluations = 0;
-    for (size_t n = 0; n < kinds && n < cfg_.prior_acceptance.size(); ++n) {
+    for (size_t n = 0; n < lookup_kinds && n < cfg_.prior_acceptance.size(); ++n) {
       prior_tries_[n] = cfg_.prior_weight;
       prior_accepts_[0][n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance[n], 0.0, 1.0);
     }
   }
+  for (size_t b = 0; b < cfg_.index_share_edges.size() && b < cfg_.index_prior.size(); ++b) {
+    prior_tries_[lookup_kinds + b] = cfg_.prior_weight;
+    prior_accepts_[0][lookup_kinds + b] = cfg_.prior_weight * std::clamp(cfg_.index_prior[b], 0.0, 1.0);
+  }
   prior_accepts_[1] = prior_accepts_[0];
   if (!cfg_.prior_acceptance.empty())
-    for (size_t n = 0; n < kinds && n < cfg_.prior_acceptance_sampled.size(); ++n)
+    for (size_t n = 0; n < lookup_kinds && n < cfg_.prior_acceptance_sampled.size(); ++n)
       prior_accepts_[1][n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance_sampled[n], 0.0, 1.0);
+}
+
+int CopyHead::index_kind(double share) const {
+  int b = -1;
+  for (size_t i = 0; i < cfg_.index_share_edges.size(); ++i)
+    if (share >= cfg_.index_share_edges[i]) b = (int)i;
+  return b < 0 ? -1 : cfg_.max_ngram + 1 + b;
 }
 
 void CopyHead::begin(std::span<const int32_t> prompt) {
@@ -47,8 +59,8 @@ void CopyHead::start_draft(int32_t pending) {
 }
 
 void CopyHead::score(const Slot& s, int32_t target) {
-  const int kinds = cfg_.max_ngram + 1;
-  ShadowCell& c = shadow_[(size_t)((s.src_n > 0 ? 0 : 1) * kinds + std::clamp(s.copy_n, 0, cfg_.max_ngram))];
+  const int k = kinds();
+  ShadowCell& c = shadow_[(size_t)((s.src_n > 0 ? 0 : 1) * k + std::clamp(s.copy_n, 0, k - 1))];
   ++c.evaluated;
   if (s.token == target) ++c.accepted;
   if (s.alt >= 0) {
@@ -94,12 +106,12 @@ void CopyHead::push(int32_t token, int src_n, int copy_n, int32_t alt) {
 }
 
 double CopyHead::confidence(int n) const {
-  const size_t i = (size_t)std::clamp(n, 0, cfg_.max_ngram);
+  const size_t i = (size_t)std::clamp(n, 0, kinds() - 1);
   return (accepts_[i] + prior_accepts_[sampled_][i]) / (tries_[i] + prior_tries_[i]);
 }
 
 double CopyHead::schedule_confidence(int n) const {
-  const size_t i = (size_t)std::clamp(n, 0, cfg_.max_ngram);
+  const size_t i = (size_t)std::clamp(n, 0, kinds() - 1);
   return tries_[i] < (double)cfg_.explore_evaluations ? 1.0 : confidence(n);
 }
 
@@ -132,18 +144,24 @@ nlohmann::json CopyHead::stats() const {
   for (int n = cfg_.min_ngram; n <= cfg_.max_ngram; ++n)
     by_n.push_back({{"n", n}, {"evaluated", tries_[(size_t)n]}, {"accepted", accepts_[(size_t)n]},
                     {"confidence", confidence(n)}});
+  nlohmann::json by_share = nlohmann::json::array();  // retrieval kinds
+  for (size_t b = 0; b < cfg_.index_share_edges.size(); ++b) {
+    const int n = cfg_.max_ngram + 1 + (int)b;
+    by_share.push_back({{"kind", n}, {"share_from", cfg_.index_share_edges[b]}, {"evaluated", tries_[(size_t)n]},
+                        {"accepted", accepts_[(size_t)n]}, {"confidence", confidence(n)}});
+  }
   nlohmann::json shadow = nlohmann::json::array();
-  const int kinds = cfg_.max_ngram + 1;
+  const int k = kinds();
   for (int who = 0; who < 2; ++who)
-    for (int n = 0; n < kinds; ++n) {
-      const ShadowCell& c = shadow_[(size_t)(who * kinds + n)];
+    for (int n = 0; n < k; ++n) {
+      const ShadowCell& c = shadow_[(size_t)(who * k + n)];
       if (c.evaluated == 0) continue;
       shadow.push_back({{"drafted_by", who == 0 ? "copy" : "drafter"}, {"copy_match", n}, {"evaluated", c.evaluated},
                         {"accepted", c.accepted}, {"alt_seen", c.alt_seen}, {"alt_right", c.alt_right}});
     }
   return {{"shadow", shadow}, {"slots_copied", slots_proposed_}, {"slots_copied_accepted", slots_accepted_},
           {"slots_drafter", drafter_slots_}, {"drafter_slots_evaluated", tries_[0]},
-          {"drafter_slots_accepted", accepts_[0]}, {"by_match_length", by_n}};
+          {"drafter_slots_accepted", accepts_[0]}, {"by_match_length", by_n}, {"by_index_share", by_share}};
 }
 
 }  // namespace dspark::net

@@ -36,6 +36,13 @@ struct CopyHeadConfig {
   // cost-aware schedule treats it as certain, so a pessimistic start cannot keep it from ever being
   // drafted (and its estimate from ever being learned).
   int explore_evaluations = 8;
+  // Retrieval slot kinds (spec/drafter_dspark.h, DSparkOptions::index): a proposal from a suffix index
+  // of the target's own answers, bucketed by the share of the matched context's occurrences that
+  // continue with it (index_share_edges: bucket b holds shares in [edge[b], edge[b + 1]), the last one
+  // up to 1). Kind n = max_ngram + 1 + b; its prior is index_prior[b] (worth prior_weight evaluations)
+  // for greedy and sampled requests alike. Empty edges: no retrieval kinds.
+  std::vector<double> index_share_edges;
+  std::vector<double> index_prior;
 };
 
 struct CopyProposal {
@@ -57,6 +64,16 @@ class CopyHead {
  public:
   explicit CopyHead(CopyHeadConfig cfg = {});
 
+  // Slot kinds: 0 = the drafter's own, 1..max_ngram = copies by match length, then the retrieval
+  // buckets (CopyHeadConfig::index_share_edges).
+  int kinds() const { return (int)tries_.size(); }
+  bool has_index_kinds() const { return !cfg_.index_share_edges.empty(); }
+  // The retrieval kind of a proposal whose share (support / context occurrences) is `share`; -1 below
+  // the first edge.
+  int index_kind(double share) const;
+  // history + pending + the drafts pushed so far: the context a retrieval source continues.
+  std::span<const int32_t> context() const { return seq_; }
+
   // A new request: the committed history; the acceptance counts restart from the priors.
   void begin(std::span<const int32_t> prompt);
   // Which priors the request's estimates start from: the sampled set (temperature > 0) or the
@@ -71,8 +88,8 @@ class CopyHead {
   // copy head had for this slot (0: none), alt = the token the other proposer would have put there
   // (the copy's proposal under a drafter slot, the network's argmax under a copied one; -1: unknown).
   void push(int32_t token, int src_n, int copy_n = -1, int32_t alt = -1);
-  // Estimated conditional acceptance of a copied slot with match length n; n = 0: of a slot the
-  // drafter filled (what a backbone pass is expected to earn before it is run).
+  // Estimated conditional acceptance of a copied slot of kind n (match length, or a retrieval kind);
+  // n = 0: of a slot the drafter filled (what a backbone pass is expected to earn before it is run).
   double confidence(int n) const;
   // The confidence the cost-aware schedule uses: 1 while slot kind n is still being explored.
   double schedule_confidence(int n) const;
@@ -105,8 +122,8 @@ class CopyHead {
   std::vector<Slot> drafted_;       // the current draft's slots
   bool resolve_pending_ = false;    // resolve_ awaits the target's token there (the next draft's pending)
   Slot resolve_{};                  // the last draft's first rejected slot
-  std::vector<ShadowCell> shadow_;  // [2 * (max_ngram + 1)]
-  std::vector<double> tries_, accepts_;  // per n [max_ngram + 1]; n = 0: the drafter's slots
+  std::vector<ShadowCell> shadow_;  // [2 * kinds()]
+  std::vector<double> tries_, accepts_;  // per kind [kinds()]; n = 0: the drafter's slots
   std::vector<double> prior_tries_;      // pseudo-counts per n
   std::vector<double> prior_accepts_[2];  // per n: [0] greedy requests, [1] sampled ones
   bool sampled_ = false;                  // which prior_accepts_ the estimates use

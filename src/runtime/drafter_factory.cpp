@@ -46,6 +46,11 @@ Result<std::shared_ptr<const spec::SuffixIndex>> open_suffix_index(const std::st
 
 namespace {
 
+// Retrieval kinds of a DSpark drafter's copy head (DSparkOptions::index): share buckets and their
+// prior acceptance, before a request's own outcomes refine them.
+constexpr double kIndexShareEdges[] = {0.1, 0.3, 0.6};
+constexpr double kIndexPrior[] = {0.25, 0.4, 0.6};
+
 Result<DrafterBundle> open_ngram(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel&, ThreadPool*) {
   DrafterBundle b;
   b.kind = "ngram";
@@ -108,6 +113,17 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;
   dopt.copy_cfg.prior_acceptance_sampled = cfg.copy_prior_acceptance_sampled;
   dopt.copy_cfg.prior_weight = cfg.copy_prior_weight;
+  if (!c.suffix_index.empty()) {
+    if (c.copy == "off")
+      return Status::error("suffix-index: a DSpark drafter consults the index in its copy head, which draft-copy off turns off");
+    auto ix = open_suffix_index(c.suffix_index, target);
+    if (!ix) return ix.status();
+    dopt.copy = true;
+    dopt.index = std::move(ix).value();
+    dopt.index_query.min_prob = c.suffix_min_prob;
+    dopt.copy_cfg.index_share_edges.assign(std::begin(kIndexShareEdges), std::end(kIndexShareEdges));
+    dopt.copy_cfg.index_prior.assign(std::begin(kIndexPrior), std::end(kIndexPrior));
+  }
   if (dopt.gamma != 0 || dopt.copy) {
     d = spec::DSparkDrafter::create((*d)->shared_model(), dopt, pool);
     if (!d) return d.status();
@@ -161,6 +177,8 @@ Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRunti
     if (kind != "dspark" && (c.copy == "on" || c.copy == "only" || c.copy == "first"))
       return Status::error("draft-copy " + c.copy + " needs a DSpark drafter (the copy head is part of its sequential stage)");
     if (k.needs_model && c.model.empty()) return Status::error("draft-kind " + kind + " needs draft-model=PATH");
+    if (!c.suffix_index.empty() && kind != "suffix" && kind != "dspark")
+      return Status::error("suffix-index: " + c.model + " is a " + kind + " drafter; the index goes with draft-kind suffix or dspark");
     auto b = k.open(c, rt, target, pool);
     if (b) {
       b->governor.enabled = c.governor;

@@ -284,6 +284,15 @@ float DSparkDrafter::confidence_logit(int slot, const float* w1_prev) const {
   return (float)z;
 }
 
+CopyProposal DSparkDrafter::propose_copy() const {
+  const CopyProposal lookup = copy_.propose();
+  if (!opt_.index || !copy_.has_index_kinds() || lookup.n >= opt_.index_below) return lookup;
+  const SuffixProposal p = opt_.index->propose(copy_.context(), opt_.index_query, 1);
+  if (p.tokens.empty() || p.context_count == 0) return lookup;
+  const int kind = copy_.index_kind((double)p.support[0] / (double)p.context_count);
+  return kind < 0 ? lookup : CopyProposal{p.tokens[0], kind};
+}
+
 Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   out->tokens.clear();
   out->confidence.clear();
@@ -350,7 +359,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     return (expected + a) / (bb_ms + vms[(size_t)k + 2]) > best_rate;
   };
   for (int k = 0; k < n; ++k) {
-    const CopyProposal seen = copy_.propose();  // the copy head's candidate, taken or not
+    const CopyProposal seen = propose_copy();  // the copy head's candidate, taken or not
     CopyProposal cp = opt_.copy ? seen : CopyProposal{};
     const float* h_k = hidden_.data() + (size_t)k * (size_t)H;
     if (cp.token >= 0 && !opt_.copy_only && !opt_.copy_first &&

@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "dspark/copy_head.h"
 #include "spec/drafter.h"
+#include "spec/suffix_index.h"
 #include "dspark/dspark_markov.h"
 #include "dspark/dspark_model.h"
 
@@ -82,6 +83,15 @@ struct DSparkOptions {
   bool copy_first = false;
   CopyHeadConfig copy_cfg;
   int copy_bits = 0;  // load: DSparkLoadOptions::copy_bits (8 or 4: integer copies; 0: as given)
+  // Retrieval, the copy head's third source (docs/SPECULATION.md, "Retrieval drafting"): with the
+  // copy head on, a slot whose prompt-lookup match is shorter than index_below tokens asks this
+  // suffix index of the target's own answers for the most frequent continuation of the context's
+  // longest matching suffix (index_query); a proposal whose share of the matched occurrences reaches
+  // the first of copy_cfg.index_share_edges is a copied slot of that share's retrieval kind, with its
+  // own online acceptance estimate. nullptr: no retrieval.
+  std::shared_ptr<const SuffixIndex> index;
+  SuffixQueryConfig index_query;
+  int index_below = 2;
 };
 
 class DSparkDrafter : public Drafter {
@@ -147,6 +157,8 @@ class DSparkDrafter : public Drafter {
   DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool);
   float confidence_logit(int slot, const float* w1_prev) const;
   int32_t shadow_argmax(int slot);
+  // The copy head's proposal for the next slot, or the index's where lookup's match is short.
+  CopyProposal propose_copy() const;
   void run_backbone(int32_t anchor, int n_rows);
   bool gate_open(double serial_rate);
   // Committed tap rows wait in pending_taps_ until a draft needs the context: rounds that draft

@@ -104,15 +104,16 @@ const SpecKey kKeys[] = {
        c->governor = s == "on";
        return Status::ok();
      }},
-    {"suffix-index", "draft-kind suffix: the suffix index over the target's own answers (a .sfx file made by\n"
-                     "dspark suffix-index build; docs/SPECULATION.md, \"Retrieval drafting\")",
+    {"suffix-index", "the suffix index over the target's own answers (a .sfx file made by dspark suffix-index build):\n"
+                     "the drafts of draft-kind suffix, or a third source of a DSpark drafter's copy head where prompt\n"
+                     "lookup has no match (docs/SPECULATION.md, \"Retrieval drafting\")",
      [](const SpecConfig& c) { return c.suffix_index; },
      [](SpecConfig* c, const std::string& v) {
        if (v.empty()) return Status::error("needs a path");
        c->suffix_index = v;
        return Status::ok();
      }},
-    {"suffix-min-prob", "draft-kind suffix: an index draft grows while the share of the matched context's\n"
+    {"suffix-min-prob", "with suffix-index: an index draft grows while the share of the matched context's\n"
                         "occurrences that continue with the whole draft so far is at least this, in [0, 1]",
      [](const SpecConfig& c) { return fmt_double(c.suffix_min_prob); },
      [](SpecConfig* c, const std::string& v) { return parse_unit(v, &c->suffix_min_prob); }},
@@ -164,9 +165,13 @@ Status check_spec(const SpecConfig& c) {
   if ((c.kind == "ngram" || suffix) && !c.model.empty())
     return Status::error("draft-kind " + std::string(suffix ? "suffix" : "ngram") + " takes no draft-model");
   if (suffix && c.suffix_index.empty()) return Status::error("draft-kind suffix needs suffix-index=PATH");
-  if (!suffix && !c.suffix_index.empty()) return Status::error("suffix-index is for draft-kind suffix only");
-  if (!suffix && c.suffix_min_prob != kDefaultSuffixMinProb)
-    return Status::error("suffix-min-prob is for draft-kind suffix only");
+  // A DSpark drafter takes an index as its copy head's third source; auto with a model may resolve to
+  // dspark (the drafter factory rejects an index for any other kind it resolves to).
+  const bool index_ok = suffix || c.kind == "dspark" || (c.kind == "auto" && !c.model.empty());
+  if (!index_ok && !c.suffix_index.empty())
+    return Status::error("suffix-index is for draft-kind suffix or dspark only");
+  if (c.suffix_index.empty() && c.suffix_min_prob != kDefaultSuffixMinProb)
+    return Status::error("suffix-min-prob goes with suffix-index");
   if ((c.kind == "draft-model" || c.kind == "dspark") && c.model.empty())
     return Status::error("draft-kind " + c.kind + " needs draft-model=PATH");
   return Status::ok();

@@ -83,7 +83,7 @@ int verb_ab(int argc, char** argv) {
       "Exit code: 0 every arm passes, 1 one fails, 2 bad input.\n\n"
       "SPEC is 'serial' or comma-separated drafter settings with generate's flag names (without --):\n"
       "  draft-kind=auto|ngram|suffix|draft-model|dspark, draft-model=PATH, suffix-index=PATH (draft-kind\n"
-      "  suffix; alone it implies it), num-draft-tokens=G (0 = the drafter's\n"
+      "  suffix, alone it implies it; with a DSpark drafter, its copy head's third source), num-draft-tokens=G (0 = the drafter's\n"
       "  default: a DSpark block, else 5), draft-threshold=T, draft-schedule=fixed|cost|cost-static|cost-gated,\n"
       "  draft-copy=auto|on|off|only|first, draft-quant=none|auto (default none: the checkpoint as given),\n"
       "  draft-governor=on|off (default on: each round's draft length, 0 = plain, from measured tokens per ms)\n"

@@ -169,6 +169,9 @@ PY
   python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[-9] ^= 1; open(sys.argv[2], "wb").write(b)' \
     "$tmp/g.sfx" "$tmp/g_alt.sfx"
   expect_bad "suffix index altered" generate -m "$model" -p hi --suffix-index "$tmp/g_alt.sfx"
+  expect_bad "suffix index with the copy head off" generate -m "$model" -p hi --draft-model "$src/drafters/gemma3-270m" \
+    --draft-copy off --suffix-index "$tmp/g.sfx"
+  expect_bad "suffix index with a GGUF draft model" generate -m "$model" -p hi --draft-model "$model" --suffix-index "$tmp/g.sfx"
   expect_bad "ab: suffix index missing" ab -m "$model" --a serial --b suffix-index="$tmp/none.sfx" --prompts "$tmp/one.jsonl"
   expect_bad "suffix-index build: missing ids file" suffix-index build -m "$model" --ids "$tmp/none.ids" -o "$tmp/y.sfx"
   expect_bad "suffix-index build: not an ids file" suffix-index build -m "$model" --ids "$src/README.md" -o "$tmp/y.sfx"

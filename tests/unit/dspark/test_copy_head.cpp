@@ -49,6 +49,34 @@ TEST(CopyHead, ShorterMatchWhenTheLongOneIsAbsentAndLatestOccurrenceWins) {
   EXPECT_EQ(p.n, 1);
 }
 
+TEST(CopyHead, RetrievalKindsFollowTheMatchLengthsWithTheirOwnPriors) {
+  CopyHeadConfig c = cfg(3, 1);
+  c.prior_acceptance = {0.5, 0.2, 0.5, 0.8};
+  c.index_share_edges = {0.1, 0.3, 0.6};
+  c.index_prior = {0.25, 0.4, 0.6};
+  CopyHead h(c);
+  EXPECT_EQ(h.kinds(), 7);
+  EXPECT_TRUE(h.has_index_kinds());
+  EXPECT_EQ(h.index_kind(0.05), -1);
+  EXPECT_EQ(h.index_kind(0.1), 4);
+  EXPECT_EQ(h.index_kind(0.45), 5);
+  EXPECT_EQ(h.index_kind(1.0), 6);
+  EXPECT_DOUBLE_EQ(h.confidence(6), 0.6);
+  EXPECT_DOUBLE_EQ(h.confidence(3), 0.8);
+  // A copied slot of a retrieval kind is counted under that kind.
+  h.begin(std::vector<int32_t>{1, 2, 3});
+  h.start_draft(4);
+  h.push(7, 6);
+  h.push(8, 6);
+  ASSERT_TRUE(h.commit(std::vector<int32_t>{4, 7}, 3));  // pending 4, then 7 accepted; 8 rejected
+  EXPECT_DOUBLE_EQ(h.confidence(6), (20 * 0.6 + 1) / (20 + 2));
+  const auto st = h.stats()["by_index_share"];
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[2]["evaluated"], 2.0);
+  EXPECT_EQ(st[2]["accepted"], 1.0);
+  EXPECT_FALSE(CopyHead(cfg(3, 1)).has_index_kinds());
+}
+
 TEST(CopyHead, CountsOnlyEvaluatedCopiedSlots) {
   CopyHead h(cfg(3, 1));
   EXPECT_DOUBLE_EQ(h.confidence(3), 0.5);

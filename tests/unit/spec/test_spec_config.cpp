@@ -76,7 +76,7 @@ TEST(SpecConfig, ErrorsNameTheKey) {
   EXPECT_FALSE(check_spec(c));
 }
 
-TEST(SpecConfig, SuffixIndexGoesWithDraftKindSuffixOnly) {
+TEST(SpecConfig, SuffixIndexGoesWithDraftKindSuffixOrDSpark) {
   auto c = parse_spec("suffix-index=a.sfx");
   ASSERT_TRUE(c) << c.message();
   EXPECT_EQ(c->suffix_index, "a.sfx");
@@ -88,12 +88,19 @@ TEST(SpecConfig, SuffixIndexGoesWithDraftKindSuffixOnly) {
   c->model.clear();
   c->suffix_index.clear();
   EXPECT_NE(check_spec(*c).message().find("needs suffix-index"), std::string::npos);
-  for (const char* kind : {"ngram", "dspark"}) {
+  for (const char* kind : {"ngram", "draft-model"}) {
     SpecConfig d;
     d.kind = kind;
-    d.model = std::string(kind) == "dspark" ? "dir" : "";
+    d.model = std::string(kind) == "draft-model" ? "m.gguf" : "";
     d.suffix_index = "a.sfx";
-    EXPECT_NE(check_spec(d).message().find("for draft-kind suffix only"), std::string::npos) << kind;
+    EXPECT_NE(check_spec(d).message().find("for draft-kind suffix or dspark only"), std::string::npos) << kind;
+  }
+  for (const char* kind : {"dspark", "auto"}) {  // the copy head's third source
+    SpecConfig d;
+    d.kind = kind;
+    d.model = "dir";
+    d.suffix_index = "a.sfx";
+    EXPECT_TRUE(check_spec(d)) << kind;
   }
   EXPECT_FALSE(parse_spec("suffix-index="));
   EXPECT_FALSE(parse_spec("suffix-index=a.sfx,suffix-min-prob=1.5"));
@@ -101,7 +108,8 @@ TEST(SpecConfig, SuffixIndexGoesWithDraftKindSuffixOnly) {
   ASSERT_TRUE(p);
   EXPECT_EQ(p->suffix_min_prob, 0.25);
   EXPECT_TRUE(check_spec(*p));
-  EXPECT_FALSE(check_spec(*parse_spec("draft-kind=ngram,suffix-min-prob=0.25")));
+  const Status lone = check_spec(*parse_spec("draft-kind=ngram,suffix-min-prob=0.25"));
+  EXPECT_NE(lone.message().find("goes with suffix-index"), std::string::npos) << lone.message();
 }
 
 }  // namespace

@@ -325,5 +325,57 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
   }
 }
 
+// Retrieval as the copy head's third source: where prompt lookup has no match, the suffix index's
+// continuation of the context takes the slot as a retrieval kind; where neither has one, the network.
+TEST(DraftNet, SuffixIndexIsTheCopyHeadsThirdSource) {
+  auto f = make_fixture(1, 4, 4, 93);
+  const std::string dir = ::testing::TempDir() + "dspark_train_index";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
+  net::TargetTables tables{f->qtable, f->qtable, kV, kH};
+  ThreadPool pool(1);
+  // Answers: "15 16 30 31 32" and "15 16 30 31": 15 16 -> 30, 16 30 -> 31, 30 31 -> 32 (the second
+  // 30 31 ends its answer, so it has no continuation), 31 32 -> nothing.
+  std::vector<int32_t> stream = {15, 16, 30, 31, 32, spec::kSuffixSeparator, 15, 16, 30, 31, spec::kSuffixSeparator};
+  auto sa = spec::build_suffix_array(stream);
+  auto index = spec::SuffixIndex::from_arrays(stream, sa);
+  spec::DSparkOptions opt;
+  opt.copy = true;
+  opt.index = index;
+  opt.copy_cfg.index_share_edges = {0.1, 0.6};
+  opt.copy_cfg.index_prior = {0.3, 0.8};
+  auto on = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+  opt.index = nullptr;
+  auto plain = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+  ASSERT_TRUE(on.is_ok() && plain.is_ok()) << on.message() << plain.message();
+  Rng rng(7);
+  std::vector<std::vector<float>> store(2, std::vector<float>((size_t)(6 * kH)));
+  for (auto& t : store)
+    for (float& x : t) x = (float)normal(rng);
+  const spec::TapRows rows{{store[0].data(), store[1].data()}, 6, kH};
+  const std::vector<int32_t> prompt = {10, 11, 12, 13, 14, 15};
+  ASSERT_TRUE(on.value()->begin(prompt, rows).is_ok());
+  ASSERT_TRUE(plain.value()->begin(prompt, rows).is_ok());
+  spec::DraftResult a, b;
+  ASSERT_TRUE(on.value()->draft({16, 6, 4, {}, nullptr}, &a).is_ok());
+  ASSERT_TRUE(plain.value()->draft({16, 6, 4, {}, nullptr}, &b).is_ok());
+  ASSERT_EQ(a.tokens.size(), 4u);
+  EXPECT_EQ(std::vector<int32_t>(a.tokens.begin(), a.tokens.begin() + 3), (std::vector<int32_t>{30, 31, 32}));
+  EXPECT_TRUE(on.value()->last_backbone_ran());  // slot 3: no lookup match, no index match
+  ASSERT_EQ(a.confidence.size(), 3u);  // copied slots carry their kind's estimate (no confidence head asked)
+  EXPECT_NEAR(a.confidence[0], 0.8, 1e-6);  // the top share bucket's prior
+  ASSERT_FALSE(b.tokens.empty());
+  EXPECT_TRUE(plain.value()->last_backbone_ran());  // without the index slot 0 is the network's
+  // The target accepts 30 and 31: the top bucket has 2 of 2 evaluated slots accepted; 32 is rejected.
+  std::vector<std::vector<float>> store3(2, std::vector<float>((size_t)(3 * kH), 0.5f));
+  const spec::TapRows rows3{{store3[0].data(), store3[1].data()}, 3, kH};
+  ASSERT_TRUE(on.value()->commit(std::vector<int32_t>{16, 30, 31}, 6, rows3).is_ok());
+  const auto share = on.value()->stats()["copy_head"]["by_index_share"];
+  ASSERT_EQ(share.size(), 2u);
+  EXPECT_EQ(share[1]["evaluated"], 3.0);
+  EXPECT_EQ(share[1]["accepted"], 2.0);
+  EXPECT_EQ(share[0]["evaluated"], 0.0);
+}
+
 }  // namespace
 }  // namespace dspark::train
