@@ -10,7 +10,7 @@ by phase (batching.plan_ms / forward_ms / finish_ms / batch_ms / step_ms), the b
 size, the prompt cache's copy time, tau and the governor's rounds by reason. Use it to compare two
 builds (binary A vs binary B) or two flag sets at once.
 
-Usage: python3 bench/bench_serve_arms.py --model MODEL.gguf [--rounds 8] [--concurrency 4]
+Usage: python3 bench/bench_serve_arms.py --model MODEL.gguf [--rounds 8] [--concurrency 4] [--distinct N]
        --arm serial=build/release/dspark:--no-spec --arm spec=build/release/dspark [--arm NAME=BIN[:FLAGS]]
 Needs nothing beyond the standard library.
 """
@@ -47,6 +47,9 @@ def main():
     ap.add_argument("--parallel", type=int, default=4, help="--parallel of every server")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--distinct", type=int, default=0,
+                    help="draw the requests from the first N prompts only, so each is asked again every N "
+                         "requests (repeated questions: what the answer cache is for); 0 = all 240")
     ap.add_argument("--json")
     args = ap.parse_args()
     arms = []
@@ -67,6 +70,8 @@ def main():
             srv[name] = (p, port)
             stream_chat(port, model, [{"role": "user", "content": "warm up"}], 8, None)
         prompts = load_prompts(args.prompts, 240)
+        if args.distinct > 0:
+            prompts = prompts[:args.distinct]
         res = {n: [] for n, _, _ in arms}
         pi = 0
         for r in range(args.rounds):
@@ -111,8 +116,10 @@ def main():
             spec = j.get("totals", {}).get("speculation") or {}
             out_json["arms"][name]["stats"] = j
             phases = ", ".join(f"{k} {b[k]:.0f}" for k in ("plan_ms", "forward_ms", "finish_ms", "batch_ms", "step_ms") if k in b)
+            ac = j.get("answer_cache") or {}
+            cache = f"; answer cache {ac.get('answers')} answers, {ac.get('hits')} hits of {ac.get('queries')} queries" if ac else ""
             print(f"- {name}: forwards {b.get('forwards')}, rows {b.get('rows')}; ms: {phases}; tau {spec.get('tau', 1.0):.2f}; "
-                  f"governor {(spec.get('governor') or {}).get('rounds_by_reason')}; gate {b.get('gate', {}).get('by_slots')}")
+                  f"governor {(spec.get('governor') or {}).get('rounds_by_reason')}; gate {b.get('gate', {}).get('by_slots')}{cache}")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(out_json, f, indent=1)

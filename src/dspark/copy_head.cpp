@@ -8,7 +8,8 @@ CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
   cfg_.max_ngram = std::max(cfg_.max_ngram, 1);
   cfg_.min_ngram = std::clamp(cfg_.min_ngram, 1, cfg_.max_ngram);
   const size_t lookup_kinds = (size_t)cfg_.max_ngram + 1;
-  const size_t kinds = lookup_kinds + cfg_.index_share_edges.size();
+  cfg_.cache_prior.resize(cfg_.cache_match_edges.size(), 0.5);
+  const size_t kinds = lookup_kinds + cfg_.index_share_edges.size() + cfg_.cache_match_edges.size();
   tries_.assign(kinds, 0.0);
   accepts_.assign(kinds, 0.0);
   prior_tries_.assign(kinds, 2.0);
@@ -25,10 +26,22 @@ CopyHead::CopyHead(CopyHeadConfig cfg) : cfg_(cfg) {
     prior_tries_[lookup_kinds + b] = cfg_.prior_weight;
     prior_accepts_[0][lookup_kinds + b] = cfg_.prior_weight * std::clamp(cfg_.index_prior[b], 0.0, 1.0);
   }
+  const size_t cache0 = lookup_kinds + cfg_.index_share_edges.size();
+  for (size_t i = 0; i < cfg_.cache_prior.size(); ++i) {
+    prior_tries_[cache0 + i] = cfg_.prior_weight;
+    prior_accepts_[0][cache0 + i] = cfg_.prior_weight * std::clamp(cfg_.cache_prior[i], 0.0, 1.0);
+  }
   prior_accepts_[1] = prior_accepts_[0];
   if (!cfg_.prior_acceptance.empty())
     for (size_t n = 0; n < lookup_kinds && n < cfg_.prior_acceptance_sampled.size(); ++n)
       prior_accepts_[1][n] = cfg_.prior_weight * std::clamp(cfg_.prior_acceptance_sampled[n], 0.0, 1.0);
+}
+
+int CopyHead::cache_kind(int len) const {
+  int b = -1;
+  for (size_t i = 0; i < cfg_.cache_match_edges.size(); ++i)
+    if (len >= cfg_.cache_match_edges[i]) b = (int)i;
+  return b < 0 ? -1 : cfg_.max_ngram + 1 + (int)cfg_.index_share_edges.size() + b;
 }
 
 int CopyHead::index_kind(double share) const {
@@ -150,6 +163,12 @@ nlohmann::json CopyHead::stats() const {
     by_share.push_back({{"kind", n}, {"share_from", cfg_.index_share_edges[b]}, {"evaluated", tries_[(size_t)n]},
                         {"accepted", accepts_[(size_t)n]}, {"confidence", confidence(n)}});
   }
+  nlohmann::json by_cache = nlohmann::json::array();  // answer-cache kinds
+  for (size_t i = 0; i < cfg_.cache_prior.size(); ++i) {
+    const int n = cfg_.max_ngram + 1 + (int)cfg_.index_share_edges.size() + (int)i;
+    by_cache.push_back({{"kind", n}, {"match_from", cfg_.cache_match_edges[i]}, {"evaluated", tries_[(size_t)n]},
+                        {"accepted", accepts_[(size_t)n]}, {"confidence", confidence(n)}});
+  }
   nlohmann::json shadow = nlohmann::json::array();
   const int k = kinds();
   for (int who = 0; who < 2; ++who)
@@ -161,7 +180,8 @@ nlohmann::json CopyHead::stats() const {
     }
   return {{"shadow", shadow}, {"slots_copied", slots_proposed_}, {"slots_copied_accepted", slots_accepted_},
           {"slots_drafter", drafter_slots_}, {"drafter_slots_evaluated", tries_[0]},
-          {"drafter_slots_accepted", accepts_[0]}, {"by_match_length", by_n}, {"by_index_share", by_share}};
+          {"drafter_slots_accepted", accepts_[0]}, {"by_match_length", by_n}, {"by_index_share", by_share},
+          {"by_cache_match", by_cache}};
 }
 
 }  // namespace dspark::net

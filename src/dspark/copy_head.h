@@ -43,6 +43,11 @@ struct CopyHeadConfig {
   // for greedy and sampled requests alike. Empty edges: no retrieval kinds.
   std::vector<double> index_share_edges;
   std::vector<double> index_prior;
+  // Answer-cache kinds (spec/answer_cache.h): a continuation of answers already served, bucketed by
+  // the length of the context's agreement with the pool (bucket i: lengths from cache_match_edges[i]
+  // up to the next edge); kind n = max_ngram + 1 + index buckets + i, prior cache_prior[i]. Empty: none.
+  std::vector<int> cache_match_edges;
+  std::vector<double> cache_prior;
 };
 
 struct CopyProposal {
@@ -65,12 +70,17 @@ class CopyHead {
   explicit CopyHead(CopyHeadConfig cfg = {});
 
   // Slot kinds: 0 = the drafter's own, 1..max_ngram = copies by match length, then the retrieval
-  // buckets (CopyHeadConfig::index_share_edges).
+  // buckets (CopyHeadConfig::index_share_edges), then the answer-cache match lengths (cache_prior).
   int kinds() const { return (int)tries_.size(); }
+  int max_ngram() const { return cfg_.max_ngram; }
   bool has_index_kinds() const { return !cfg_.index_share_edges.empty(); }
   // The retrieval kind of a proposal whose share (support / context occurrences) is `share`; -1 below
   // the first edge.
   int index_kind(double share) const;
+  bool has_cache_kinds() const { return !cfg_.cache_match_edges.empty(); }
+  // The answer-cache kind of a match of `len` context tokens; -1 below the first edge or without kinds.
+  int cache_kind(int len) const;
+  bool is_cache_kind(int n) const { return has_cache_kinds() && n >= cfg_.max_ngram + 1 + (int)cfg_.index_share_edges.size(); }
   // history + pending + the drafts pushed so far: the context a retrieval source continues.
   std::span<const int32_t> context() const { return seq_; }
 

@@ -50,6 +50,12 @@ namespace {
 // prior acceptance, before a request's own outcomes refine them.
 constexpr double kIndexShareEdges[] = {0.1, 0.3, 0.6};
 constexpr double kIndexPrior[] = {0.25, 0.4, 0.6};
+// Answer-cache kinds (serve's answers already served, spec/answer_cache.h): prior acceptance of a
+// continuation by how many context tokens agree with the pool: 3, 4-7, 8-15, 16+ (a repeated question
+// agrees for the whole prompt tail stored before its answer, AnswerCacheConfig::lead_in). The last
+// two reach Drafter::kSureAcceptance: such copies are drafted even in rounds the governor made plain.
+constexpr int kCacheMatchEdges[] = {3, 4, 8, 16};
+constexpr double kCachePrior[] = {0.35, 0.5, 0.75, 0.9};
 
 Result<DrafterBundle> open_ngram(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel&, ThreadPool*) {
   DrafterBundle b;
@@ -113,6 +119,8 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;
   dopt.copy_cfg.prior_acceptance_sampled = cfg.copy_prior_acceptance_sampled;
   dopt.copy_cfg.prior_weight = cfg.copy_prior_weight;
+  dopt.copy_cfg.cache_match_edges.assign(std::begin(kCacheMatchEdges), std::end(kCacheMatchEdges));
+  dopt.copy_cfg.cache_prior.assign(std::begin(kCachePrior), std::end(kCachePrior));
   if (!c.suffix_index.empty()) {
     if (c.copy == "off")
       return Status::error("suffix-index: a DSpark drafter consults the index in its copy head, which draft-copy off turns off");

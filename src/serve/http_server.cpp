@@ -272,6 +272,7 @@ HttpReply HttpServer::route(const HttpRequest& req, HttpConn& conn) {
                          {"totals", totals},
                          {"queue", {{"waiting", st["queue"]}, {"max", st["max_queue"]}}},
                          {"batching", st["batching"]},
+                         {"answer_cache", st["answer_cache"]},
                          {"slots", st["slot_state"]}});
     }
     if (req.path == "/metrics") {

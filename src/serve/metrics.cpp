@@ -139,6 +139,13 @@ std::string Metrics::prometheus(const json& g) const {
   metric(o, "dspark_prompt_cache_bytes", "gauge", "Bytes of KV and drafter tap rows the snapshots hold.", cache.value("bytes", 0.0));
   metric(o, "dspark_prompt_cache_restores_total", "counter", "Snapshots restored into a slot.", cache.value("restores", 0.0));
   metric(o, "dspark_prompt_cache_slot_tokens", "gauge", "Tokens the idle slots keep in place for reuse.", cache.value("slot_tokens", 0.0));
+  const json answers = g.contains("answer_cache") && g["answer_cache"].is_object() ? g["answer_cache"] : json::object();
+  if (!answers.empty()) {
+    metric(o, "dspark_answer_cache_answers_total", "counter", "Answers stored in the cross-request answer cache.", answers.value("answers", 0.0));
+    metric(o, "dspark_answer_cache_tokens", "gauge", "Tokens the answer cache holds (capped at its capacity).", answers.value("tokens", 0.0));
+    metric(o, "dspark_answer_cache_queries_total", "counter", "Drafter lookups in the answer cache.", answers.value("queries", 0.0));
+    metric(o, "dspark_answer_cache_hits_total", "counter", "Lookups the answer cache continued.", answers.value("hits", 0.0));
+  }
   return o;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "spec/answer_cache.h"
+
 namespace dspark::serve {
 
 namespace {
@@ -23,6 +25,14 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Model& model,
   if (cfg.n_slots < 1) return Status::error("--parallel must be >= 1");
   if (cfg.max_queue < 0) return Status::error("--max-queue must be >= 0");
   std::unique_ptr<Scheduler> s(new Scheduler(model, tok, cfg, std::move(drafters), pool, metrics));
+  if (cfg.answer_cache_bytes > 0 && s->drafters_) {
+    const int64_t cap = spec::AnswerCache::capacity_for((int64_t)cfg.answer_cache_bytes);
+    if (cap == 0)
+      return Status::error("--answer-cache-mib: " + std::to_string(cfg.answer_cache_bytes) +
+                           " bytes cannot hold the smallest answer cache (" +
+                           std::to_string(spec::AnswerCache::bytes_for(64)) + " bytes); use 0 to turn it off");
+    s->answers_ = std::make_unique<spec::AnswerCache>(spec::AnswerCacheConfig{.capacity_tokens = cap});
+  }
   for (int i = 0; i < cfg.n_slots; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->id = i;
@@ -33,6 +43,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Model& model,
       if (!d) return Status::error("drafter for slot " + std::to_string(i) + ": " + d.message());
       slot->drafter = std::move(d).value();
       slot->history.tap_ids = slot->drafter->required_taps();
+      slot->drafter->use_answer_cache(s->answers_.get());
     }
     s->slots_.push_back(std::move(slot));
   }
@@ -116,7 +127,8 @@ nlohmann::json Scheduler::state() const {
             {"save_ms", cache_save_ms_},
             {"restore_ms", cache_restore_ms_},
             {"slot_tokens", slot_tokens},
-            {"slot_bytes", (size_t)slot_tokens * kv_bytes_per_token()}}}};
+            {"slot_bytes", (size_t)slot_tokens * kv_bytes_per_token()}}},
+          {"answer_cache", answers_ ? answers_->stats() : nlohmann::json(nullptr)}};
 }
 
 void Scheduler::loop() {
@@ -318,6 +330,7 @@ void Scheduler::finish(Slot& s, Status error, bool cancelled) {
                  .ttft_s = job->ttft_ms / 1e3,
                  .total_s = ms_between(job->t_submit, now) / 1e3};
   if (metrics_) metrics_->record_job(sum);
+  if (answers_ && error.is_ok() && !cancelled) answers_->add(job->prompt, res.out.tokens);
   if (cfg_.cache_bytes > 0 && error.is_ok()) {
     cache_.save(s.session->kv(), s.history);
     std::lock_guard lk(mu_);

@@ -55,6 +55,9 @@ struct SchedulerConfig {
   // batched-forward cost model that charges each slot's governor (serve/batch_cost.h).
   std::vector<double> verify_ms;
   BatchGateConfig gate;               // may batched rounds draft at all (serve/batch_gate.h)
+  // Answers already served, continued by every slot's drafter where its prompt lookup finds nothing
+  // (spec/answer_cache.h): memory budget; 0 = off.
+  size_t answer_cache_bytes = 16ull << 20;
 };
 
 class Scheduler {
@@ -73,7 +76,7 @@ class Scheduler {
   void shutdown(std::chrono::milliseconds grace);
 
   // {"queue", "max_queue", "slots", "slots_busy", "slot_state": [...], "cache": {...},
-  //  "batching": {"enabled", "forwards", "rounds"}}
+  //  "batching": {"enabled", "forwards", "rounds"}, "answer_cache": {...} or null when off}
   nlohmann::json state() const;
   bool has_drafter() const { return (bool)drafters_; }
 
@@ -118,6 +121,7 @@ class Scheduler {
   BatchGate gate_;                                   // drafting or plain for batched rounds (guarded by mu_)
   int busy_ = 0;
   PromptCache cache_;
+  std::unique_ptr<spec::AnswerCache> answers_;       // answers already served (scheduler thread; counters any)
   int64_t restores_ = 0;           // snapshots restored into a slot
   double cache_save_ms_ = 0, cache_restore_ms_ = 0;  // time the scheduler thread spent copying snapshots
   int64_t batched_forwards_ = 0;   // forward_multi calls (each verified 2+ rounds)

@@ -22,6 +22,8 @@
 
 namespace dspark::spec {
 
+class AnswerCache;  // spec/answer_cache.h
+
 // Target hidden-state rows for a run of positions: taps[i] for tap point required_taps()[i].
 using TapRows = model::TapRows;
 
@@ -31,6 +33,9 @@ struct DraftRequest {
   int max_n = 0;               // propose at most this many tokens
   sample::SamplerConfig sampler;  // the request's sampling; temperature > 0: sample drafts and report q
   Rng* rng = nullptr;          // for sampled drafts
+  // Only tokens the drafter is sure of (Drafter::sure_drafts); may return none. Asked of drafters
+  // whose sure_drafts() is true only.
+  bool sure_only = false;
 };
 
 struct DraftResult {
@@ -61,6 +66,17 @@ class Drafter {
   // The target forward over n_tokens (pending + drafts) that verified the last draft took `ms`
   // (single-sequence rounds only; a batched forward of several requests is not reported).
   virtual void observe_verify(int n_tokens, double ms) {}
+  // A pool of answers already served (serve: shared by every slot, owned by the scheduler, used on
+  // its thread) that weightless and copy-head drafts may continue where the request's own prompt
+  // lookup finds no match; nullptr detaches it. Drafters that cannot use it ignore it.
+  virtual void use_answer_cache(const AnswerCache* cache) { (void)cache; }
+  // Sure drafts: asked with DraftRequest::sure_only in a round the governor (or the server's batch
+  // gate) made plain, the drafter proposes only tokens that cost no network pass and that it
+  // estimates the target takes with probability >= kSureAcceptance each (copies of a long match in
+  // the answers already served), so that such text is not decoded token by token.
+  // Greedy requests only. Drafters without such estimates return false and are never asked.
+  virtual bool sure_drafts() const { return false; }
+  static constexpr double kSureAcceptance = 0.75;
   // Drafter-specific counters for the request's telemetry (empty object if none).
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/ops.h"
+#include "spec/answer_cache.h"
 
 namespace dspark::spec {
 
@@ -286,11 +287,40 @@ float DSparkDrafter::confidence_logit(int slot, const float* w1_prev) const {
 
 CopyProposal DSparkDrafter::propose_copy() const {
   const CopyProposal lookup = copy_.propose();
+  if (lookup.n >= copy_.max_ngram()) return lookup;  // the longest own match: nothing is surer
+  // Answers already served: taken over a shorter own match when its kind is estimated better.
+  if (answers_ && cache_ok_ && copy_.has_cache_kinds()) {
+    const int len = answers_->propose(copy_.context(), 1, &cache_out_);
+    const int kind = copy_.cache_kind(len);
+    if (kind >= 0 && !cache_out_.empty() && (lookup.token < 0 || copy_.confidence(kind) > copy_.confidence(lookup.n)))
+      return CopyProposal{cache_out_[0], kind};
+  }
   if (!opt_.index || !copy_.has_index_kinds() || lookup.n >= opt_.index_below) return lookup;
   const SuffixProposal p = opt_.index->propose(copy_.context(), opt_.index_query, 1);
   if (p.tokens.empty() || p.context_count == 0) return lookup;
   const int kind = copy_.index_kind((double)p.support[0] / (double)p.context_count);
   return kind < 0 ? lookup : CopyProposal{p.tokens[0], kind};
+}
+
+// Copies of the answers already served only, each estimated at >= kSureAcceptance; no backbone pass.
+// (The request's own lookup copies are left to the governor: its plain decision already weighed them.)
+Status DSparkDrafter::sure_draft(int32_t pending, int n, DraftResult* out) {
+  if (!opt_.copy || opt_.copy_first) return Status::ok();
+  copy_.start_draft(pending);
+  for (int k = 0; k < n; ++k) {
+    const CopyProposal cp = propose_copy();
+    if (cp.token < 0 || !copy_.is_cache_kind(cp.n)) break;
+    const double conf = copy_.confidence(cp.n);
+    if (conf < kSureAcceptance) break;
+    out->tokens.push_back(cp.token);
+    out->confidence.push_back((float)conf);
+    slot_conf_.push_back(-1);
+    copy_.push(cp.token, cp.n, cp.n, -1);
+  }
+  last_slots_ = (int)out->tokens.size();
+  backbone_ran_ = false;
+  if (!out->tokens.empty()) ++rounds_;
+  return Status::ok();
 }
 
 Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
@@ -306,6 +336,10 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
     out->q.clear();
     return Status::ok();
   }
+  // The answers already served are other requests' text: greedy rounds only, so a seeded sampled
+  // request drafts (and samples) the same whatever the server answered before.
+  cache_ok_ = !sampled;
+  if (req.sure_only) return sure_draft(req.pending, sampled ? 0 : n, out);
   if (req.pos != context_len())
     return Status::error("dspark drafter: draft at position " + std::to_string(req.pos) + ", but the drafter context has " +
                          std::to_string(context_len()) + " rows");

@@ -118,6 +118,11 @@ class DSparkDrafter : public Drafter {
   // Refines the verify-cost table of the cost-aware schedule with what rounds really cost
   // (greedy requests; sampled ones keep the start-up table, see DSparkOptions::draft_ms).
   void observe_verify(int n_tokens, double ms) override;
+  // With the copy head on (and answer-cache kinds in its config): the cache is consulted before the
+  // suffix index where prompt lookup's match is short.
+  void use_answer_cache(const AnswerCache* cache) override { answers_ = cache; }
+  // With the copy head on (and not copy-first): copies whose kind is estimated at kSureAcceptance.
+  bool sure_drafts() const override { return opt_.copy && !opt_.copy_first; }
   // Times the backbone + LM head over a synthetic 128-row context (median of 5 after a warm-up),
   // stores it as options().draft_ms and as the online mean's start, and returns it. Call before
   // begin(); it leaves no request state behind.
@@ -157,8 +162,10 @@ class DSparkDrafter : public Drafter {
   DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool);
   float confidence_logit(int slot, const float* w1_prev) const;
   int32_t shadow_argmax(int slot);
-  // The copy head's proposal for the next slot, or the index's where lookup's match is short.
+  // The copy head's proposal for the next slot, or the answer cache's / the index's where lookup's
+  // match is short.
   CopyProposal propose_copy() const;
+  Status sure_draft(int32_t pending, int n, DraftResult* out);
   void run_backbone(int32_t anchor, int n_rows);
   bool gate_open(double serial_rate);
   // Committed tap rows wait in pending_taps_ until a draft needs the context: rounds that draft
@@ -187,6 +194,9 @@ class DSparkDrafter : public Drafter {
   int last_slots_ = 0;
   bool backbone_ran_ = false;
   CopyHead copy_;
+  const AnswerCache* answers_ = nullptr;
+  mutable std::vector<int32_t> cache_out_;  // propose_copy()'s scratch
+  bool cache_ok_ = true;                    // this draft may use answers_ (greedy)
   int64_t backbone_rounds_ = 0, rounds_ = 0;
   std::vector<double> verify_ms_;   // the schedule's cost table: opt_.verify_ms, refined online
   double draft_ms_ = 0;

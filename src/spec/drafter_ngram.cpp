@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "spec/answer_cache.h"
+
 namespace dspark::spec {
 
 std::vector<int32_t> ngram_lookup(std::span<const int32_t> seq, const NgramConfig& cfg, int max_n) {
@@ -27,6 +29,7 @@ Status LookupDrafterBase::draft(const DraftRequest& req, DraftResult* out) {
   out->clear();
   if (req.max_n <= 0) return Status::ok();
   history_.push_back(req.pending);  // temporarily: the lookup runs over history + pending
+  greedy_ = req.sampler.temperature <= 0;
   propose(history_, req.max_n, &out->tokens);
   history_.pop_back();
   if (req.sampler.temperature > 0)
@@ -39,6 +42,36 @@ Status LookupDrafterBase::commit(std::span<const int32_t> committed, int64_t pos
   history_.insert(history_.end(), committed.begin(), committed.end());
   if (!committed.empty()) on_commit((int64_t)committed.size() - 1);  // the pending token + accepted drafts
   return Status::ok();
+}
+
+void NgramDrafter::propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) {
+  last_from_cache_ = false;
+  if (!answers_ || !greedy_) {
+    *out = ngram_lookup(seq, cfg_, max_n);
+    return;
+  }
+  // The same lookup as without a cache, with the cache between its matches of >= 2 tokens and 1.
+  const int split = std::max(cfg_.min_ngram, 2);
+  *out = ngram_lookup(seq, {.max_ngram = cfg_.max_ngram, .min_ngram = split}, max_n);
+  if (!out->empty()) return;
+  if (answers_->propose(seq, max_n, out) > 0) {
+    last_from_cache_ = true;
+    ++cache_rounds_;
+    cache_tokens_ += (int64_t)out->size();
+    return;
+  }
+  if (cfg_.min_ngram < split)
+    *out = ngram_lookup(seq, {.max_ngram = std::min(cfg_.max_ngram, split - 1), .min_ngram = cfg_.min_ngram}, max_n);
+}
+
+void NgramDrafter::on_commit(int64_t accepted) {
+  if (last_from_cache_) cache_accepted_ += accepted;
+  last_from_cache_ = false;
+}
+
+nlohmann::json NgramDrafter::stats() const {
+  if (!answers_) return nlohmann::json::object();
+  return {{"answer_cache", {{"rounds", cache_rounds_}, {"tokens", cache_tokens_}, {"accepted", cache_accepted_}}}};
 }
 
 }  // namespace dspark::spec

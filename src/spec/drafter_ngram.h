@@ -23,6 +23,7 @@ class LookupDrafterBase : public Drafter {
   Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
   Status draft(const DraftRequest& req, DraftResult* out) override;
   Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;
+  void use_answer_cache(const AnswerCache* cache) override { answers_ = cache; }
 
  protected:
   // At most max_n proposals for the positions after seq (= history + pending).
@@ -30,22 +31,29 @@ class LookupDrafterBase : public Drafter {
   // The last draft's round committed `accepted` of its tokens (after the pending one).
   virtual void on_commit(int64_t accepted) {}
 
+  const AnswerCache* answers_ = nullptr;  // answers already served (use_answer_cache), or none
+  bool greedy_ = true;                    // the draft in progress is greedy (the cache serves greedy ones only)
+
  private:
   std::vector<int32_t> history_;  // committed tokens [0, P)
 };
 
+// With an answer cache, lookups of 2 or more tokens come first, then the cache, then shorter lookups.
 class NgramDrafter : public LookupDrafterBase {
  public:
   explicit NgramDrafter(NgramConfig cfg = {}) : cfg_(cfg) {}
   std::string kind() const override { return "ngram"; }
+  // With an answer cache: {"answer_cache": {"rounds", "tokens", "accepted"}} of its drafts; else {}.
+  nlohmann::json stats() const override;
 
  protected:
-  void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) override {
-    *out = ngram_lookup(seq, cfg_, max_n);
-  }
+  void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) override;
+  void on_commit(int64_t accepted) override;
 
  private:
   NgramConfig cfg_;
+  bool last_from_cache_ = false;
+  int64_t cache_rounds_ = 0, cache_tokens_ = 0, cache_accepted_ = 0;
 };
 
 }  // namespace dspark::spec

@@ -1,14 +1,17 @@
 #include "spec/drafter_suffix.h"
 
+#include "spec/answer_cache.h"
+
 namespace dspark::spec {
 
 SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index, const SuffixDrafterConfig& cfg,
-                          int max_n, std::vector<int32_t>* out) {
+                          int max_n, std::vector<int32_t>* out, const AnswerCache* answers) {
   out->clear();
   if (max_n <= 0) return SuffixSource::kNone;
   *out = ngram_lookup(seq, {.max_ngram = cfg.lookup_max_ngram, .min_ngram = SuffixDrafterConfig::kLookupMinMatch},
                       max_n);
   if (!out->empty()) return SuffixSource::kLookup;
+  if (answers && answers->propose(seq, max_n, out) > 0) return SuffixSource::kCache;
   *out = index.propose(seq, cfg.query, max_n).tokens;
   if (!out->empty()) return SuffixSource::kIndex;
   *out = ngram_lookup(seq, {.max_ngram = 1, .min_ngram = 1}, max_n);
@@ -16,7 +19,7 @@ SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index
 }
 
 void SuffixDrafter::propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) {
-  last_ = suffix_draft(seq, *index_, cfg_, max_n, out);
+  last_ = suffix_draft(seq, *index_, cfg_, max_n, out, greedy_ ? answers_ : nullptr);
   ++rounds_[(int)last_];
   tokens_[(int)last_] += (int64_t)out->size();
 }
@@ -28,9 +31,11 @@ void SuffixDrafter::on_commit(int64_t accepted) {
 
 nlohmann::json SuffixDrafter::stats() const {
   nlohmann::json j = nlohmann::json::object();
-  const char* names[kSources] = {"none", "lookup", "index", "lookup1"};
-  for (int s = 0; s < kSources; ++s)
+  const char* names[kSources] = {"none", "lookup", "index", "lookup1", "cache"};
+  for (int s = 0; s < kSources; ++s) {
+    if (s == (int)SuffixSource::kCache && !answers_) continue;
     j[names[s]] = {{"rounds", rounds_[s]}, {"tokens", tokens_[s]}, {"accepted", accepted_[s]}};
+  }
   return j;
 }
 

@@ -1,7 +1,8 @@
 // Retrieval drafter (draft-kind suffix): prompt lookup in the request's own context first, as the
-// ngram drafter does; where that has no match of kLookupMinMatch or more tokens, the most frequent
-// continuation in a suffix index over the target's own answers (spec/suffix_index.h); where neither
-// matches, lookup's one-token match. No weights; greedy (q is one-hot).
+// ngram drafter does; where that has no match of kLookupMinMatch or more tokens, the answers already
+// served (spec/answer_cache.h, when serve attaches one), then the most frequent continuation in a
+// suffix index over the target's own answers (spec/suffix_index.h); where none matches, lookup's
+// one-token match. No weights; greedy (q is one-hot).
 #pragma once
 
 #include <memory>
@@ -19,12 +20,12 @@ struct SuffixDrafterConfig {
 };
 
 // Which source a draft came from (stats(), and the pure function below for tests).
-enum class SuffixSource { kNone, kLookup, kIndex, kLookupOne };
+enum class SuffixSource { kNone, kLookup, kIndex, kLookupOne, kCache };
 
 // One round's proposal for `seq` (the committed history + pending token): the source it used and
-// at most max_n tokens.
+// at most max_n tokens. `answers` may be null.
 SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index, const SuffixDrafterConfig& cfg,
-                          int max_n, std::vector<int32_t>* out);
+                          int max_n, std::vector<int32_t>* out, const AnswerCache* answers = nullptr);
 
 class SuffixDrafter : public LookupDrafterBase {
  public:
@@ -32,7 +33,7 @@ class SuffixDrafter : public LookupDrafterBase {
       : index_(std::move(index)), cfg_(cfg) {}
   std::string kind() const override { return "suffix"; }
   // Per source: rounds, tokens proposed and accepted: {"lookup": {"rounds", "tokens", "accepted"}, "index": ...,
-  // "lookup1": ..., "none": ...}.
+  // "lookup1": ..., "none": ..., "cache": ...}.
   nlohmann::json stats() const override;
 
  protected:
@@ -42,7 +43,7 @@ class SuffixDrafter : public LookupDrafterBase {
  private:
   std::shared_ptr<const SuffixIndex> index_;
   SuffixDrafterConfig cfg_;
-  static constexpr int kSources = 4;
+  static constexpr int kSources = 5;
   int64_t rounds_[kSources] = {}, tokens_[kSources] = {}, accepted_[kSources] = {};  // per SuffixSource
   SuffixSource last_ = SuffixSource::kNone;  // the source of the draft the next commit settles
 };

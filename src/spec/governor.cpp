@@ -14,6 +14,7 @@ const char* governor_reason_name(GovernorReason r) {
     case GovernorReason::kProbeDraft: return "probe_draft";
     case GovernorReason::kProbePlain: return "probe_plain";
     case GovernorReason::kBatchPlain: return "batch_plain";
+    case GovernorReason::kSure: return "sure";
     case GovernorReason::kCount: break;
   }
   return "unknown";
@@ -193,6 +194,15 @@ Governor::Decision Governor::hold(GovernorReason why) {
   ++stats_.rounds[(size_t)d.reason];
   ++stats_.plain_rounds;
   return d;
+}
+
+Governor::Decision Governor::sure(const Decision& plain, int cap) {
+  if (plain.cap != 0 || cap <= 0) return plain;
+  --stats_.rounds[(size_t)plain.reason];
+  --stats_.plain_rounds;
+  ++stats_.rounds[(size_t)GovernorReason::kSure];
+  ++stats_.drafting_rounds;
+  return {cap, GovernorReason::kSure};
 }
 
 void Governor::observe(const RoundObservation& o) {

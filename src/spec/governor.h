@@ -55,6 +55,7 @@ enum class GovernorReason : uint8_t {
   kProbeDraft,  // exploration: a full-length draft
   kProbePlain,  // exploration: a plain round to refresh its cost
   kBatchPlain,  // the server's batch gate held every slot of a batched round to a plain step
+  kSure,        // a plain decision overridden by a draft the drafter is sure of (a long copy, Drafter::sure_drafts)
   kCount
 };
 const char* governor_reason_name(GovernorReason r);
@@ -119,6 +120,10 @@ class Governor {
   // A plain round imposed from outside (the server's batch gate): counted under `why`, and its
   // observation refreshes the plain cost like any plain round.
   Decision hold(GovernorReason why);
+  // The plain round just decided (decide() or hold()) drafts `cap` tokens after all, which the drafter
+  // is sure of: recounted under kSure as a drafting round. Its outcome is not observe()d, so such
+  // rounds do not colour the estimates of ordinary drafting.
+  Decision sure(const Decision& plain, int cap);
   // The round decided last has finished.
   void observe(const RoundObservation& o);
 

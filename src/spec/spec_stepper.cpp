@@ -229,10 +229,17 @@ Status SpecStepper::draft_phase(bool may_draft) {
     // drafts, and samples, the same way however the batch around it is timed.
     const bool hold = !may_draft && room > 0 && params_.governor.enabled && gp.sampler.temperature <= 0.0f;
     decision_ = hold ? gov_->hold(GovernorReason::kBatchPlain) : gov_->decide(room);
-    res_.stats.governor = gov_->stats();
-    const int max_n = decision_.cap;
-    DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng()}, &draft_));
+    // A plain decision still takes a draft the drafter is sure of (Drafter::sure_drafts; greedy only,
+    // so sampled requests keep deciding from constants).
+    const bool sure = decision_.cap == 0 && room > 0 && params_.governor.enabled && gp.sampler.temperature <= 0.0f &&
+                      (decision_.reason == GovernorReason::kPlain || decision_.reason == GovernorReason::kBatchPlain) &&
+                      drafter_->sure_drafts();
+    const int max_n = sure ? room : decision_.cap;
+    DSPARK_RETURN_IF_ERROR(
+        drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng(), /*sure_only=*/sure}, &draft_));
     if ((int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
+    if (sure && !draft_.tokens.empty()) decision_ = gov_->sure(decision_, (int)draft_.tokens.size());
+    res_.stats.governor = gov_->stats();
   }
   round_draft_ms_ = ms_since(t0);
   res_.stats.draft_ms += round_draft_ms_;
@@ -288,7 +295,7 @@ Status SpecStepper::accept_phase() {
   DSPARK_CHECK(session_.kv().length() == pos_);  // target KV == committed tokens (pending excluded)
   const double commit_ms = ms_since(t0);
   st.commit_ms += commit_ms;
-  if (drafter_)
+  if (drafter_ && decision_.reason != GovernorReason::kSure)
     gov_->observe({.cap = decision_.cap, .drafted = d, .accepted = acc.n_accept, .draft_ms = round_draft_ms_,
                   .verify_ms = round_verify_ms_, .rest_ms = accept_ms + commit_ms});
   if (stop) finish_text();

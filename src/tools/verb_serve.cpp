@@ -42,12 +42,15 @@ extern "C" void on_shutdown_signal(int sig) {
 
 namespace {
 
-// A DrafterBundle behind the Drafter interface, so a slot owns whatever its drafter needs.
+// A DrafterBundle behind the Drafter interface, so a slot owns whatever its drafter needs. It
+// forwards every virtual of spec::Drafter (one left out silently takes the base default).
 class OwningDrafter : public spec::Drafter {
  public:
   explicit OwningDrafter(DrafterBundle b) : b_(std::move(b)) {}
   std::string kind() const override { return b_.drafter->kind(); }
+  int max_draft() const override { return b_.drafter->max_draft(); }
   std::vector<int> required_taps() const override { return b_.drafter->required_taps(); }
+  void use_answer_cache(const spec::AnswerCache* cache) override { b_.drafter->use_answer_cache(cache); }
   Status begin(std::span<const int32_t> prompt, const spec::TapRows& taps) override {
     return b_.drafter->begin(prompt, taps);
   }
@@ -108,7 +111,7 @@ int verb_serve(int argc, char** argv) {
   std::string model_spec = "gemma3-270m", cache, chat_template, host = "127.0.0.1", api_key, cors, allowed_hosts;
   SpecFlags spec_flags;
   int64_t port = 8080, parallel = 1, n_ctx = 4096, max_queue = 16, threads = ThreadPool::default_threads();
-  int64_t max_body = 1 << 20, cache_mib = 1024, default_max_tokens = 512, prefill_chunk = 256;
+  int64_t max_body = 1 << 20, cache_mib = 1024, answer_cache_mib = 16, default_max_tokens = 512, prefill_chunk = 256;
   int64_t drain_s = 10, http_threads = 0;
   serve::HttpOptions http_defaults;
   int64_t max_connections = http_defaults.max_connections, max_connections_per_ip = http_defaults.max_connections_per_ip;
@@ -141,6 +144,10 @@ int verb_serve(int argc, char** argv) {
   args.add("--max-body", &max_body, "largest request body in bytes (more: HTTP 413)", 1024, 1ll << 30);
   args.add("--cache-mib", &cache_mib, "prompt-cache budget in MiB (KV kept per slot for prefix reuse); 0 = off", 0,
            1 << 20);
+  args.add("--answer-cache-mib", &answer_cache_mib,
+           "memory for the answers already served, which every slot's drafter continues where the request's own\n"
+           "prompt lookup finds nothing (repeated questions, templates, agent loops; oldest answers go first;\n"
+           "docs/SERVE.md); 0 = off", 0, 1 << 16);
   args.add("--default-max-tokens", &default_max_tokens, "tokens generated when a request sets no max_tokens", 1,
            1 << 20);
   args.add("--prefill-chunk", &prefill_chunk, "prompt tokens per scheduling step (fairness between slots)", 1, 1 << 20);
@@ -257,7 +264,8 @@ int verb_serve(int argc, char** argv) {
                                     .cache_bytes = (size_t)cache_mib << 20,
                                     .batch_rounds = !no_batch,
                                     .verify_ms = governor.verify_ms,
-                                    .gate = {.enabled = governor.enabled}};
+                                    .gate = {.enabled = governor.enabled},
+                                    .answer_cache_bytes = (size_t)answer_cache_mib << 20};
   auto sched = serve::Scheduler::create(*lm->model, *lm->tok, scfg, factory, &pool, &metrics);
   if (!sched) { std::fprintf(stderr, "dspark serve: %s\n", sched.message().c_str()); return kExitBadInput; }
 

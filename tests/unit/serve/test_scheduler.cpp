@@ -123,6 +123,49 @@ TEST_F(SchedulerTiny, NextTurnReusesThePreviousOne) {
   EXPECT_EQ(metrics_.totals()["prompt_cache"]["hits"], 1);  // j1 found an empty cache
 }
 
+// A question asked again (prompt cache off, so nothing else is reused) is drafted from the answer
+// to its first asking: every slot's drafter sees the shared answer cache; answers stay serial's.
+TEST_F(SchedulerTiny, AnswerCacheDraftsARepeatedQuestion) {
+  std::vector<spec::NgramDrafter*> drafters;
+  DrafterFactory f = [&drafters]() -> Result<std::unique_ptr<spec::Drafter>> {
+    auto d = std::make_unique<spec::NgramDrafter>();
+    drafters.push_back(d.get());
+    return std::unique_ptr<spec::Drafter>(std::move(d));
+  };
+  SchedulerConfig cfg{.n_slots = 2, .max_queue = 4, .n_ctx = 128, .max_batch = 16, .prefill_chunk = 5,
+                      .cache_bytes = 0, .batch_rounds = true, .max_window = 65, .verify_ms = {}, .gate = {},
+                      .answer_cache_bytes = 1 << 20};
+  auto s = std::move(Scheduler::create(*model_, *tok_, cfg, f, &pool_, &metrics_)).value();
+  ASSERT_EQ(drafters.size(), 2u);
+  const auto p = prompt_of(16, 4);
+  auto j1 = job(p, 12, true);
+  s->submit(j1);
+  wait(*j1);
+  auto j2 = job(p, 12, true);
+  s->submit(j2);
+  wait(*j2);
+  EXPECT_EQ(j1->result.out.tokens, serial(p, 12));
+  EXPECT_EQ(j2->result.out.tokens, j1->result.out.tokens);
+  const auto st = s->state()["answer_cache"];
+  EXPECT_EQ(st["answers"], 2);
+  EXPECT_GT(st["hits"].get<int64_t>(), 0);
+  int64_t rounds = 0, accepted = 0;
+  for (const spec::NgramDrafter* d : drafters) {
+    const auto ds = d->stats();
+    ASSERT_TRUE(ds.contains("answer_cache"));
+    rounds += ds["answer_cache"]["rounds"].get<int64_t>();
+    accepted += ds["answer_cache"]["accepted"].get<int64_t>();
+  }
+  EXPECT_GT(rounds, 0);
+  EXPECT_GT(accepted, 0);
+  // Off: no cache, and the drafters report none.
+  drafters.clear();
+  cfg.answer_cache_bytes = 0;
+  auto off = std::move(Scheduler::create(*model_, *tok_, cfg, f, &pool_, &metrics_)).value();
+  EXPECT_TRUE(off->state()["answer_cache"].is_null());
+  EXPECT_FALSE(drafters.front()->stats().contains("answer_cache"));
+}
+
 TEST_F(SchedulerTiny, CacheOffReusesNothing) {
   auto s = make(1, 4, false, 0);
   auto p = prompt_of(12, 2);

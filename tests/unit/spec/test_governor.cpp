@@ -245,5 +245,24 @@ TEST(Governor, HoldIsAPlainRoundUnderItsOwnReason) {
   EXPECT_EQ(g.stats().to_json()["rounds_by_reason"]["batch_plain"].get<int64_t>(), 1);
 }
 
+TEST(Governor, ASureDraftRecountsThePlainRound) {
+  Governor g(on(), 4);
+  const Governor::Decision plain = g.hold(GovernorReason::kBatchPlain);
+  const Governor::Decision sure = g.sure(plain, 3);
+  EXPECT_EQ(sure.cap, 3);
+  EXPECT_EQ(sure.reason, GovernorReason::kSure);
+  const auto st = g.stats();
+  EXPECT_EQ(st.rounds[(size_t)GovernorReason::kBatchPlain], 0);
+  EXPECT_EQ(st.rounds[(size_t)GovernorReason::kSure], 1);
+  EXPECT_EQ(st.plain_rounds, 0);
+  EXPECT_EQ(st.drafting_rounds, 1);
+  EXPECT_EQ(st.to_json()["rounds_by_reason"]["sure"].get<int64_t>(), 1);
+  // The stepper does not observe a sure round, so the plain cost is still unknown.
+  EXPECT_EQ(g.plain_rate(), 0.0);
+  // A drafting decision is left as it is.
+  const Governor::Decision draft{2, GovernorReason::kDraft};
+  EXPECT_EQ(g.sure(draft, 3).cap, 2);
+}
+
 }  // namespace
 }  // namespace dspark::spec

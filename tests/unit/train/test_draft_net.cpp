@@ -9,6 +9,7 @@
 #include "core/f16.h"
 #include "core/rng.h"
 #include "dspark/copy_head.h"
+#include "spec/answer_cache.h"
 #include "spec/drafter_dspark.h"
 #include "train/draft_net.h"
 #include "train/dataset.h"
@@ -251,19 +252,33 @@ TEST(LookupChain, ChainsGuessesThenMasks) {
   EXPECT_EQ(out, (std::vector<int32_t>{3, 99, 99}));
 }
 
+// A one-layer fixture exported as a serving checkpoint (folder `name` under the test temp dir), with
+// the target tables the serving drafter loads it against.
+struct ServingFixture {
+  std::unique_ptr<Fixture> f;
+  std::string dir;
+  net::TargetTables tables;
+  Result<std::unique_ptr<spec::DSparkDrafter>> load(const spec::DSparkOptions& opt, ThreadPool* pool) const {
+    return spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, pool);
+  }
+};
+ServingFixture serving_fixture(uint64_t seed, const std::string& name) {
+  ServingFixture s{make_fixture(1, 4, 4, seed), ::testing::TempDir() + name, {}};
+  std::filesystem::remove_all(s.dir);
+  EXPECT_TRUE(export_checkpoint(s.f->p, s.dir, "").is_ok());
+  s.tables = net::TargetTables{s.f->qtable, s.f->qtable, kV, kH};
+  return s;
+}
+
 // The copy head inside the serving drafter: a repeating history is drafted by lookup alone (no
 // backbone), and a slot without a match is the drafter's own prediction.
 TEST(DraftNet, CopyHeadInTheServingDrafter) {
-  auto f = make_fixture(1, 4, 4, 91);
-  const std::string dir = ::testing::TempDir() + "dspark_train_copy";
-  std::filesystem::remove_all(dir);
-  ASSERT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
-  net::TargetTables tables{f->qtable, f->qtable, kV, kH};
+  const ServingFixture fx = serving_fixture(91, "dspark_train_copy");
   ThreadPool pool(1);
   auto load = [&](bool copy) {
     spec::DSparkOptions opt;
     opt.copy = copy;
-    auto d = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+    auto d = fx.load(opt, &pool);
     EXPECT_TRUE(d.is_ok()) << d.message();
     return std::move(d).value();
   };
@@ -292,9 +307,9 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
     spec::DSparkOptions opt;
     opt.copy = true;
     opt.copy_cfg.prior_acceptance = {0.9, 0.1, 0.1, 0.1, 0.1};
-    auto yield = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+    auto yield = fx.load(opt, &pool);
     opt.copy_first = true;
-    auto first = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+    auto first = fx.load(opt, &pool);
     auto off = load(false);
     ASSERT_TRUE(yield.is_ok() && first.is_ok()) << yield.message() << first.message();
     const std::vector<int32_t> prompt = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
@@ -328,11 +343,7 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
 // Retrieval as the copy head's third source: where prompt lookup has no match, the suffix index's
 // continuation of the context takes the slot as a retrieval kind; where neither has one, the network.
 TEST(DraftNet, SuffixIndexIsTheCopyHeadsThirdSource) {
-  auto f = make_fixture(1, 4, 4, 93);
-  const std::string dir = ::testing::TempDir() + "dspark_train_index";
-  std::filesystem::remove_all(dir);
-  ASSERT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
-  net::TargetTables tables{f->qtable, f->qtable, kV, kH};
+  const ServingFixture fx = serving_fixture(93, "dspark_train_index");
   ThreadPool pool(1);
   // Answers: "15 16 30 31 32" and "15 16 30 31": 15 16 -> 30, 16 30 -> 31, 30 31 -> 32 (the second
   // 30 31 ends its answer, so it has no continuation), 31 32 -> nothing.
@@ -344,9 +355,9 @@ TEST(DraftNet, SuffixIndexIsTheCopyHeadsThirdSource) {
   opt.index = index;
   opt.copy_cfg.index_share_edges = {0.1, 0.6};
   opt.copy_cfg.index_prior = {0.3, 0.8};
-  auto on = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+  auto on = fx.load(opt, &pool);
   opt.index = nullptr;
-  auto plain = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+  auto plain = fx.load(opt, &pool);
   ASSERT_TRUE(on.is_ok() && plain.is_ok()) << on.message() << plain.message();
   Rng rng(7);
   std::vector<std::vector<float>> store(2, std::vector<float>((size_t)(6 * kH)));
@@ -375,6 +386,76 @@ TEST(DraftNet, SuffixIndexIsTheCopyHeadsThirdSource) {
   EXPECT_EQ(share[1]["evaluated"], 3.0);
   EXPECT_EQ(share[1]["accepted"], 2.0);
   EXPECT_EQ(share[0]["evaluated"], 0.0);
+}
+
+// Answers already served (serve's answer cache) feed the copy head too: a stored answer continues
+// the request where its own lookup has no match; without the cache attached the network drafts.
+TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
+  const ServingFixture fx = serving_fixture(95, "dspark_train_answers");
+  ThreadPool pool(1);
+  spec::DSparkOptions opt;
+  opt.copy = true;
+  opt.copy_cfg.cache_match_edges = {3, 4, 5};
+  opt.copy_cfg.cache_prior = {0.6, 0.7, 0.8};
+  auto d = fx.load(opt, &pool);
+  ASSERT_TRUE(d.is_ok()) << d.message();
+  spec::AnswerCache cache({.capacity_tokens = 1024});
+  cache.add(std::vector<int32_t>{3, 14, 15}, std::vector<int32_t>{16, 33, 34, 35});
+  Rng rng(9);
+  std::vector<std::vector<float>> store(2, std::vector<float>((size_t)(6 * kH)));
+  for (auto& t : store)
+    for (float& x : t) x = (float)normal(rng);
+  const spec::TapRows rows{{store[0].data(), store[1].data()}, 6, kH};
+  const std::vector<int32_t> prompt = {10, 11, 12, 13, 14, 15};
+  spec::DraftResult a, b;
+  ASSERT_TRUE(d.value()->begin(prompt, rows).is_ok());
+  ASSERT_TRUE(d.value()->draft({16, 6, 4, {}, nullptr}, &b).is_ok());
+  EXPECT_TRUE(d.value()->last_backbone_ran());  // no cache attached: slot 0 is the network's
+  d.value()->use_answer_cache(&cache);
+  ASSERT_TRUE(d.value()->begin(prompt, rows).is_ok());
+  ASSERT_TRUE(d.value()->draft({16, 6, 4, {}, nullptr}, &a).is_ok());
+  ASSERT_GE(a.tokens.size(), 3u);
+  // 14 15 16 -> 33, then 15 16 33 -> 34 (a 4-token match 14 15 16 33), then 35.
+  EXPECT_EQ(std::vector<int32_t>(a.tokens.begin(), a.tokens.begin() + 3), (std::vector<int32_t>{33, 34, 35}));
+  EXPECT_NEAR(a.confidence[0], 0.6, 1e-6);  // a 3-token match's prior
+  EXPECT_NEAR(a.confidence[1], 0.7, 1e-6);
+  const auto by = d.value()->stats()["copy_head"]["by_cache_match"];
+  ASSERT_EQ(by.size(), 3u);
+  EXPECT_EQ(by[0]["match_from"], 3);
+  // Sure drafts (a round the governor made plain): copies estimated at >= 0.75 only, no backbone.
+  spec::DraftRequest sure{16, 6, 4, {}, nullptr};
+  sure.sure_only = true;
+  ASSERT_TRUE(d.value()->begin(prompt, rows).is_ok());
+  ASSERT_TRUE(d.value()->draft(sure, &a).is_ok());
+  EXPECT_TRUE(a.tokens.empty());  // the first slot's kind is estimated at 0.6
+  opt.copy_cfg.cache_prior = {0.9, 0.9, 0.9};
+  auto surer = fx.load(opt, &pool);
+  ASSERT_TRUE(surer.is_ok());
+  surer.value()->use_answer_cache(&cache);
+  EXPECT_TRUE(surer.value()->sure_drafts());
+  ASSERT_TRUE(surer.value()->begin(prompt, rows).is_ok());
+  ASSERT_TRUE(surer.value()->draft(sure, &a).is_ok());
+  EXPECT_EQ(a.tokens, (std::vector<int32_t>{33, 34, 35}));  // the stored answer ends there
+  EXPECT_FALSE(surer.value()->last_backbone_ran());
+  // The request's own lookup copies are never sure drafts, however well they are estimated.
+  opt.copy_cfg.prior_acceptance = {0.5, 0.95, 0.95, 0.95};
+  auto own = fx.load(opt, &pool);
+  ASSERT_TRUE(own.is_ok());
+  const std::vector<int32_t> again = {1, 2, 3, 4, 1, 2};
+  const spec::TapRows rows6{{store[0].data(), store[1].data()}, 6, kH};
+  ASSERT_TRUE(own.value()->begin(again, rows6).is_ok());
+  ASSERT_TRUE(own.value()->draft(sure, &a).is_ok());  // pending 16: ... 1 2 16 has no own match
+  EXPECT_TRUE(a.tokens.empty());
+  spec::DraftRequest sure3{3, 6, 4, {}, nullptr};
+  sure3.sure_only = true;
+  ASSERT_TRUE(own.value()->draft(sure3, &a).is_ok());  // pending 3: 1 2 3 -> 4 1 2 3 by lookup, not sure
+  EXPECT_TRUE(a.tokens.empty());
+  // Sampled rounds never read the answers of other requests.
+  spec::DraftRequest sampled{16, 6, 4, {}, &rng};
+  sampled.sampler.temperature = 0.7f;
+  ASSERT_TRUE(surer.value()->begin(prompt, rows).is_ok());
+  ASSERT_TRUE(surer.value()->draft(sampled, &a).is_ok());
+  EXPECT_TRUE(surer.value()->last_backbone_ran());
 }
 
 }  // namespace
