@@ -91,6 +91,8 @@ expect_bad "generate: --no-spec with a drafter" generate -m x.gguf -p hi --no-sp
 expect_bad "generate: unknown draft schedule" generate -m x.gguf -p hi --draft-schedule fastest
 expect_bad "serve: port out of range" serve -m x.gguf --port 70000
 expect_bad "serve: zero slots" serve -m x.gguf --parallel 0
+expect_bad "serve: negative answer cache" serve -m x.gguf --answer-cache-mib -1
+expect_bad "serve: answer cache beyond 64 GiB" serve -m x.gguf --answer-cache-mib 999999
 expect_bad "serve: unknown flag" serve --bogus
 expect_bad "serve: --no-spec with a drafter" serve -m x.gguf --no-spec --draft-kind ngram
 expect_bad "serve: missing model file" serve -m "$tmp/none.gguf"
