@@ -13,7 +13,7 @@
 
 #include "core/threadpool.h"
 #include "eval/arm_run.h"
-#include "runtime/draft_quant.h"
+#include "runtime/drafter_mount.h"
 #include "core/progress.h"
 
 extern char** environ;
@@ -121,7 +121,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
 
   // One drafter per arm, loaded before any timing; begin() resets it for every prompt.
   const size_t n_arms = opt.arms.size(), n_prompts = ids.size();
-  std::vector<std::unique_ptr<DrafterBundle>> bundles(n_arms);
+  std::vector<std::unique_ptr<MountedDrafter>> mounts(n_arms);  // one drafter state per arm, reused prompt after prompt
   // A drafter path that does not exist is bad input: said before anything is timed.
   for (const ArmSpec& a : opt.arms)
     if (!a.serial && !a.drafter.model.empty())
@@ -176,19 +176,17 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
   for (size_t k = 0; k < n_arms; ++k) {
     AbArm arm{opt.arms[k]};
     if (!arm.spec.serial) {
-      spec::SpecConfig d = arm.spec.drafter;
-      auto q = resolve_draft_quant_for(d.kind, d.model, d.quant, *lm.model, resolve_cache_dir(""), &pool);
-      if (!q) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), q.message().c_str()); return kExitBadInput; }
-      if (!q->note.empty()) std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), q->note.c_str());
-      d.model = q->dir;
-      d.quant = q->mode();
-      DrafterRuntime rt{.n_ctx = set.n_ctx, .verify_ms = {}};
-      if (d.cost_schedule() || d.governor) rt.verify_ms = shared_verify_ms;
-      auto b = make_drafter(d, rt, lm, &pool);
-      if (!b) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), b.message().c_str()); return kExitBadInput; }
-      bundles[k] = std::make_unique<DrafterBundle>(std::move(b).value());
-      arm.kind = bundles[k]->kind;
-      arm.gamma = bundles[k]->gamma;
+      const spec::SpecConfig& d = arm.spec.drafter;
+      const MountOptions mo{.n_ctx = set.n_ctx, .cache_dir = resolve_cache_dir(""),
+                            .verify_ms = d.cost_schedule() || d.governor ? shared_verify_ms : std::vector<double>{},
+                            .verbose = false};
+      auto m = mount_drafter(d, mo, lm, &pool);
+      if (!m) { std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), m.message().c_str()); return kExitBadInput; }
+      mounts[k] = std::move(m).value();
+      if (!mounts[k]->quant_note.empty())
+        std::fprintf(stderr, "dspark ab: arm %s: %s\n", arm.spec.name.c_str(), mounts[k]->quant_note.c_str());
+      arm.kind = mounts[k]->kind();
+      arm.gamma = mounts[k]->gamma();
     }
     report.arms.push_back(std::move(arm));
   }
@@ -206,7 +204,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
       for (size_t j = 0; j < n_arms; ++j) {
         const size_t k = (j + t) % n_arms;  // rotate the order: AB, BA, AB, ... for two arms
         gp.full_lm_head = report.arms[k].spec.full_lm_head;
-        auto run = run_arm(lm, session, ids[i], gp, bundles[k].get());
+        auto run = run_arm(lm, session, ids[i], gp, mounts[k] ? &mounts[k]->bundle : nullptr);
         if (!run) {
           std::fprintf(stderr, "\ndspark ab: arm %s, prompt %zu: %s\n", report.arms[k].spec.name.c_str(), i,
                        run.message().c_str());
@@ -231,7 +229,7 @@ int run_ab(const AbOptions& opt, const LoadedModel& lm) {
     std::fprintf(stderr, "dspark ab: ... %d output mismatches in all\n", n_mismatch);
 
   for (size_t k = 0; k < n_arms; ++k)
-    if (bundles[k]) report.arms[k].drafter_stats = bundles[k]->drafter->stats();
+    if (mounts[k]) report.arms[k].drafter_stats = mounts[k]->drafter().stats();
   if (Status st = compare_arms(report); !st) { std::fprintf(stderr, "dspark ab: %s\n", st.message().c_str()); return 1; }
   const nlohmann::json j = to_json(report);
   const std::string md = to_markdown(report);

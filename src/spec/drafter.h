@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -70,6 +71,10 @@ class Drafter {
   // its thread) that weightless and copy-head drafts may continue where the request's own prompt
   // lookup finds no match; nullptr detaches it. Drafters that cannot use it ignore it.
   virtual void use_answer_cache(const AnswerCache* cache) { (void)cache; }
+  // A fresh state for another request or server slot over the same weights, tables and options (no
+  // loading; nothing of this state's request or answer cache is carried). Whatever the weights live
+  // in must outlive the fork (runtime::MountedDrafter owns it).
+  virtual std::unique_ptr<Drafter> fork() const = 0;
   // Sure drafts: asked with DraftRequest::sure_only in a round the governor (or the server's batch
   // gate) made plain, the drafter proposes only tokens that cost no network pass and that it
   // estimates the target takes with probability >= kSureAcceptance each (copies of a long match in

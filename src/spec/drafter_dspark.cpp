@@ -54,6 +54,10 @@ Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::load(const std::string& di
   return create(std::move(m.value()), opt, pool);
 }
 
+std::unique_ptr<Drafter> DSparkDrafter::fork() const {
+  return std::unique_ptr<Drafter>(new DSparkDrafter(model_, opt_, pool_));  // opt_ was checked when this state was made
+}
+
 Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::create(std::shared_ptr<const DSparkModel> model,
                                                              const DSparkOptions& opt, ThreadPool* pool) {
   DSPARK_RETURN_IF_ERROR(check_options(opt, model->config(), model->dir()));
@@ -61,7 +65,7 @@ Result<std::unique_ptr<DSparkDrafter>> DSparkDrafter::create(std::shared_ptr<con
 }
 
 DSparkDrafter::DSparkDrafter(std::shared_ptr<const DSparkModel> model, const DSparkOptions& opt, ThreadPool* pool)
-    : model_(std::move(model)), opt_(opt), markov_(*model_, opt.fast_path_top_k), copy_(opt.copy_cfg) {
+    : model_(std::move(model)), opt_(opt), markov_(*model_, opt.fast_path_top_k), copy_(opt.copy_cfg), pool_(pool) {
   const DSparkConfig& c = model_->config();
   gamma_ = opt.gamma > 0 ? opt.gamma : (int)c.block_size;
   const size_t vd = (size_t)model_->draft_vocab(), g = (size_t)c.block_size;

@@ -123,6 +123,8 @@ class DSparkDrafter : public Drafter {
   void use_answer_cache(const AnswerCache* cache) override { answers_ = cache; }
   // With the copy head on (and not copy-first): copies whose kind is estimated at kSureAcceptance.
   bool sure_drafts() const override { return opt_.copy && !opt_.copy_first; }
+  // The same network and options (calibrated draft_ms included), a new request state.
+  std::unique_ptr<Drafter> fork() const override;
   // Times the backbone + LM head over a synthetic 128-row context (median of 5 after a warm-up),
   // stores it as options().draft_ms and as the online mean's start, and returns it. Call before
   // begin(); it leaves no request state behind.
@@ -194,6 +196,7 @@ class DSparkDrafter : public Drafter {
   int last_slots_ = 0;
   bool backbone_ran_ = false;
   CopyHead copy_;
+  ThreadPool* pool_ = nullptr;
   const AnswerCache* answers_ = nullptr;
   mutable std::vector<int32_t> cache_out_;  // propose_copy()'s scratch
   bool cache_ok_ = true;                    // this draft may use answers_ (greedy)

@@ -5,7 +5,7 @@
 namespace dspark::spec {
 
 ModelDrafter::ModelDrafter(const model::Model& model, const model::SessionOptions& opt, ThreadPool* pool)
-    : model_(model), session_(model, opt, pool), pool_(pool) {}
+    : model_(model), session_opt_(opt), session_(model, opt, pool), pool_(pool) {}
 
 Status ModelDrafter::begin(std::span<const int32_t> prompt, const TapRows&) {
   history_.assign(prompt.begin(), prompt.end());

@@ -18,6 +18,7 @@ class ModelDrafter : public Drafter {
   // (DraftRequest::sampler).
   ModelDrafter(const model::Model& model, const model::SessionOptions& opt, ThreadPool* pool);
   std::string kind() const override { return "draft-model"; }
+  std::unique_ptr<Drafter> fork() const override { return std::make_unique<ModelDrafter>(model_, session_opt_, pool_); }
   Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
   Status draft(const DraftRequest& req, DraftResult* out) override;
   Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;
@@ -25,6 +26,7 @@ class ModelDrafter : public Drafter {
  private:
   Status sync();  // make the KV hold exactly history_
   const model::Model& model_;
+  model::SessionOptions session_opt_;
   model::Session session_;
   ThreadPool* pool_;
   sample::RowDist row_;

@@ -43,6 +43,7 @@ class NgramDrafter : public LookupDrafterBase {
  public:
   explicit NgramDrafter(NgramConfig cfg = {}) : cfg_(cfg) {}
   std::string kind() const override { return "ngram"; }
+  std::unique_ptr<Drafter> fork() const override { return std::make_unique<NgramDrafter>(cfg_); }
   // With an answer cache: {"answer_cache": {"rounds", "tokens", "accepted"}} of its drafts; else {}.
   nlohmann::json stats() const override;
 

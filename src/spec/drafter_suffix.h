@@ -32,6 +32,7 @@ class SuffixDrafter : public LookupDrafterBase {
   SuffixDrafter(std::shared_ptr<const SuffixIndex> index, SuffixDrafterConfig cfg = {})
       : index_(std::move(index)), cfg_(cfg) {}
   std::string kind() const override { return "suffix"; }
+  std::unique_ptr<Drafter> fork() const override { return std::make_unique<SuffixDrafter>(index_, cfg_); }
   // Per source: rounds, tokens proposed and accepted: {"lookup": {"rounds", "tokens", "accepted"}, "index": ...,
   // "lookup1": ..., "none": ..., "cache": ...}.
   nlohmann::json stats() const override;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "generate/generate.h"
+#include "runtime/drafter_mount.h"
 #include "eval/arm_run.h"
 #include "core/progress.h"
 #include "eval/prompts.h"
@@ -40,9 +41,11 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
   const bool greedy = opt.sampler.temperature <= 0;
 
   // One drafter per run: begin() resets its state for every prompt, weights load once.
-  auto bundle = mount_drafter(opt.drafter, 4096, lm, resolve_cache_dir(""), &pool);
-  if (!bundle) { std::fprintf(stderr, "dspark bench: %s\n", bundle.message().c_str()); return kExitBadInput; }
-  const std::string kind = bundle->kind;
+  auto mount = runtime::mount_drafter(
+      opt.drafter, {.n_ctx = 4096, .cache_dir = resolve_cache_dir(""), .verify_ms = {}, .verbose = false}, lm, &pool);
+  if (!mount) { std::fprintf(stderr, "dspark bench: %s\n", mount.message().c_str()); return kExitBadInput; }
+  runtime::DrafterBundle& bundle = (*mount)->bundle;
+  const std::string kind = bundle.kind;
 
   std::map<std::string, Arm> serial_by_cat, spec_by_cat;
   std::map<std::string, spec::SpecStats> stats_by_cat;
@@ -58,7 +61,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
     // Alternate which arm runs first so drift in machine load hits both equally.
     for (int k = 0; k < 2; ++k) {
       const bool run_spec = (k == 1) == (i % 2 == 0);
-      auto r = run_arm(lm, session, *ids, gp, run_spec ? &*bundle : nullptr);
+      auto r = run_arm(lm, session, *ids, gp, run_spec ? &bundle : nullptr);
       if (!r) { std::fprintf(stderr, "dspark bench: %s\n", r.message().c_str()); return 1; }
       Arm& arm = (run_spec ? spec_by_cat : serial_by_cat)[p.category];
       arm.ms += r->ms;
@@ -86,7 +89,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
     cats[cat] = {{"serial_tok_s", s.tok_s()}, {"spec_tok_s", sp.tok_s()}, {"speedup", s.ms / sp.ms},
                  {"tau", st.tau()}, {"acceptance_rate", st.acceptance_rate()}};
   }
-  nlohmann::json j = {{"drafter", kind}, {"gamma", bundle->gamma}, {"prompts", n_run}, {"gen_tokens", opt.n_gen},
+  nlohmann::json j = {{"drafter", kind}, {"gamma", bundle.gamma}, {"prompts", n_run}, {"gen_tokens", opt.n_gen},
                       {"threads", opt.threads}, {"serial_tok_s", serial_all.tok_s()}, {"spec_tok_s", spec_all.tok_s()},
                       {"speedup", serial_all.ms / spec_all.ms}, {"identical_outputs", greedy ? nlohmann::json(identical) : nlohmann::json()},
                       {"sampler", {{"temperature", opt.sampler.temperature}, {"top_k", opt.sampler.top_k},
@@ -97,7 +100,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
     return 0;
   }
   std::printf("serial vs %s (gamma %d, temperature %g, top-k %d, top-p %g, min-p %g), %d prompts x %lld tokens, %lld threads, arms alternated per prompt\n\n",
-              kind.c_str(), bundle->gamma, opt.sampler.temperature, opt.sampler.top_k, opt.sampler.top_p,
+              kind.c_str(), bundle.gamma, opt.sampler.temperature, opt.sampler.top_k, opt.sampler.top_p,
               opt.sampler.min_p, n_run, (long long)opt.n_gen, (long long)opt.threads);
   std::printf("| category | serial tok/s | spec tok/s | speedup | tau | acceptance |\n|---|---|---|---|---|---|\n");
   for (const auto& [cat, c] : cats.items())

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-#include "runtime/draft_quant.h"
 #include "runtime/registry.h"
 
 namespace dspark::tools {
@@ -46,27 +45,6 @@ std::optional<spec::SpecConfig> effective_spec(const SpecFlags& f, const std::st
   if (!fallback_ngram) return std::nullopt;
   c.kind = "ngram";
   return c;
-}
-
-Result<DrafterBundle> mount_drafter(spec::SpecConfig c, int64_t n_ctx, const LoadedModel& target,
-                                    const std::string& cache_dir, ThreadPool* pool, spec::SpecConfig* mounted,
-                                    std::vector<double>* verify_ms, bool verbose) {
-  auto q = resolve_draft_quant_for(c.kind, c.model, c.quant, *target.model, cache_dir, pool);
-  if (!q) return q.status();
-  if (verbose && !q->note.empty()) std::fprintf(stderr, "%s\n", q->note.c_str());
-  c.model = q->dir;
-  c.quant = q->mode();  // what was chosen, for the slots a server mounts from `mounted`
-  DrafterRuntime rt{.n_ctx = n_ctx, .verify_ms = {}};
-  auto b = make_drafter(c, rt, target, pool);
-  if (!b) return b.status();
-  if (c.cost_schedule() || c.governor) {  // both start from the target's verify-cost table
-    rt.verify_ms = measure_verify_ms(*target.model, b->gamma + 1, pool);
-    b = make_drafter(c, rt, target, pool);
-    if (!b) return b.status();
-  }
-  if (mounted) *mounted = c;
-  if (verify_ms) *verify_ms = rt.verify_ms;
-  return b;
 }
 
 }  // namespace dspark::tools

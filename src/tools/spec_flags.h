@@ -38,13 +38,4 @@ Status check_spec_flags(const SpecFlags& f);
 // otherwise; the other keys as given), else `fallback_ngram` ? n-gram : none. nullopt = plain decoding.
 std::optional<spec::SpecConfig> effective_spec(const SpecFlags& f, const std::string& model_path, bool fallback_ngram);
 
-// Mounts `c` for a verb: --draft-quant resolution (c.model may become the quantized rung's
-// directory), the drafter, and for the cost-aware schedule the target's verify-cost table for the
-// drafter's effective gamma (then the drafter again with it). `mounted` (optional) receives the
-// config as loaded and `verify_ms` the table. `verbose` (--verbose): print the quantization
-// choice's note on stderr.
-Result<runtime::DrafterBundle> mount_drafter(spec::SpecConfig c, int64_t n_ctx, const runtime::LoadedModel& target,
-                                    const std::string& cache_dir, ThreadPool* pool, spec::SpecConfig* mounted = nullptr,
-                                    std::vector<double>* verify_ms = nullptr, bool verbose = false);
-
 }  // namespace dspark::tools

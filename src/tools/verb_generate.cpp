@@ -7,6 +7,7 @@
 
 #include "core/threadpool.h"
 #include "generate/generate.h"
+#include "runtime/drafter_mount.h"
 #include "spec/spec_decode.h"
 #include "tokenizer/chat_template.h"
 #include "tools/args.h"
@@ -114,13 +115,15 @@ int verb_generate(int argc, char** argv) {
   spec::SpecStats stats;
   nlohmann::json drafter_stats;
   if (want) {
-    auto bundle = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &mounted, nullptr, verbose);
-    if (!bundle) { std::fprintf(stderr, "dspark generate: %s\n", bundle.message().c_str()); return kExitBadInput; }
-    spec::SpecParams sp{params, bundle->gamma, bundle->governor};
-    auto r = spec::generate_spec(*lm->model, session, *lm->tok, ids, sp, *bundle->drafter, on_text);
+    auto mount = runtime::mount_drafter(
+        *want, {.n_ctx = n_ctx, .cache_dir = resolve_cache_dir(cache), .verify_ms = {}, .verbose = verbose}, *lm, &pool);
+    if (!mount) { std::fprintf(stderr, "dspark generate: %s\n", mount.message().c_str()); return kExitBadInput; }
+    mounted = (*mount)->config;
+    spec::SpecParams sp{params, (*mount)->gamma(), (*mount)->bundle.governor};
+    auto r = spec::generate_spec(*lm->model, session, *lm->tok, ids, sp, (*mount)->drafter(), on_text);
     if (!r) { std::fprintf(stderr, "\ndspark generate: %s\n", r.message().c_str()); return 1; }
     stats = r->stats;
-    drafter_stats = bundle->drafter->stats();
+    drafter_stats = (*mount)->drafter().stats();
     res = std::move(r->out);
   } else {
     res = generate::generate(*lm->model, session, *lm->tok, ids, params, on_text);

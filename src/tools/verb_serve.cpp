@@ -15,9 +15,9 @@
 #include "core/threadpool.h"
 #include "serve/http_server.h"
 #include "serve/scheduler.h"
-#include "spec/drafter_dspark.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
+#include "runtime/drafter_mount.h"
 #include "runtime/drafter_factory.h"
 #include "tools/spec_flags.h"
 #include "runtime/loaded_model.h"
@@ -41,29 +41,6 @@ extern "C" void on_shutdown_signal(int sig) {
 }  // namespace
 
 namespace {
-
-// A DrafterBundle behind the Drafter interface, so a slot owns whatever its drafter needs. It
-// forwards every virtual of spec::Drafter (one left out silently takes the base default).
-class OwningDrafter : public spec::Drafter {
- public:
-  explicit OwningDrafter(DrafterBundle b) : b_(std::move(b)) {}
-  std::string kind() const override { return b_.drafter->kind(); }
-  int max_draft() const override { return b_.drafter->max_draft(); }
-  std::vector<int> required_taps() const override { return b_.drafter->required_taps(); }
-  void use_answer_cache(const spec::AnswerCache* cache) override { b_.drafter->use_answer_cache(cache); }
-  Status begin(std::span<const int32_t> prompt, const spec::TapRows& taps) override {
-    return b_.drafter->begin(prompt, taps);
-  }
-  Status draft(const spec::DraftRequest& req, spec::DraftResult* out) override { return b_.drafter->draft(req, out); }
-  Status commit(std::span<const int32_t> committed, int64_t pos, const spec::TapRows& taps) override {
-    return b_.drafter->commit(committed, pos, taps);
-  }
-  void observe_verify(int n_tokens, double ms) override { b_.drafter->observe_verify(n_tokens, ms); }
-  nlohmann::json stats() const override { return b_.drafter->stats(); }
-
- private:
-  DrafterBundle b_;
-};
 
 // --cors-origin: comma-separated origins, each "*" or scheme://host[:port] (no path).
 // A comma-separated flag value: its entries, spaces around them trimmed, empty ones dropped.
@@ -213,46 +190,23 @@ int verb_serve(int argc, char** argv) {
 
   ThreadPool pool((int)threads);
 
-  // Drafter: one per slot. DSpark weights are loaded once and shared; other kinds are cheap or mmap.
+  // Drafter: mounted once (runtime/drafter_mount.h); every slot forks its own state over the same
+  // weights. The mount outlives the scheduler (declared before it).
   serve::DrafterInfo dinfo;
   int max_gamma = 0;
   spec::GovernorConfig governor;
   serve::DrafterFactory factory;
+  std::unique_ptr<runtime::MountedDrafter> mount;
   if (const std::optional<spec::SpecConfig> want = effective_spec(spec_flags, lm->path, /*fallback_ngram=*/true)) {
-    spec::SpecConfig dopt;
-    std::vector<double> verify_ms;
-    auto first = mount_drafter(*want, n_ctx, *lm, resolve_cache_dir(cache), &pool, &dopt, &verify_ms, verbose);
-    if (!first) { std::fprintf(stderr, "dspark serve: %s\n", first.message().c_str()); return kExitBadInput; }
-    const DrafterRuntime rt{.n_ctx = n_ctx, .verify_ms = verify_ms};
-    dinfo = {first->kind, dopt.model.empty() ? dopt.suffix_index : dopt.model, first->gamma, dopt.threshold};
-    max_gamma = std::max(first->gamma, first->drafter->max_draft());
-    governor = first->governor;
-    auto proto = std::make_shared<DrafterBundle>(std::move(first).value());
-    auto used = std::make_shared<bool>(false);
-    const LoadedModel* target = &*lm;
-    factory = [proto, used, dopt, rt, target, &pool]() -> Result<std::unique_ptr<spec::Drafter>> {
-      if (!*used) {  // the first slot takes the drafter loaded above
-        *used = true;
-        return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(*proto)));
-      }
-      auto b = make_drafter(dopt, rt, *target, &pool);
-      if (!b) return b.status();
-      return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(b).value()));
-    };
-    if (dinfo.kind == "dspark") {
-      auto* d = dynamic_cast<spec::DSparkDrafter*>(proto->drafter.get());
-      auto shared = d->shared_model();
-      const spec::DSparkOptions dsopt = d->options();
-      factory = [proto, used, shared, dsopt, &pool]() -> Result<std::unique_ptr<spec::Drafter>> {
-        if (!*used) {
-          *used = true;
-          return std::unique_ptr<spec::Drafter>(std::make_unique<OwningDrafter>(std::move(*proto)));
-        }
-        auto d = spec::DSparkDrafter::create(shared, dsopt, &pool);
-        if (!d) return d.status();
-        return std::unique_ptr<spec::Drafter>(std::move(d).value());
-      };
-    }
+    auto m = runtime::mount_drafter(
+        *want, {.n_ctx = n_ctx, .cache_dir = resolve_cache_dir(cache), .verify_ms = {}, .verbose = verbose}, *lm, &pool);
+    if (!m) { std::fprintf(stderr, "dspark serve: %s\n", m.message().c_str()); return kExitBadInput; }
+    mount = std::move(m).value();
+    const spec::SpecConfig& dopt = mount->config;
+    dinfo = {mount->kind(), dopt.model.empty() ? dopt.suffix_index : dopt.model, mount->gamma(), dopt.threshold};
+    max_gamma = std::max(mount->gamma(), mount->drafter().max_draft());
+    governor = mount->bundle.governor;
+    factory = [m = mount.get()]() -> Result<std::unique_ptr<spec::Drafter>> { return m->fork(); };
   }
 
   serve::Metrics metrics;

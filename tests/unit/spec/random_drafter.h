@@ -10,6 +10,9 @@ class RandomDrafter : public spec::Drafter {
  public:
   RandomDrafter(int32_t first, int32_t count, uint64_t seed) : first_(first), count_(count), rng_(seed) {}
   std::string kind() const override { return "random"; }
+  std::unique_ptr<spec::Drafter> fork() const override {
+    return std::make_unique<RandomDrafter>(first_, count_, rng_.next());
+  }
   Status begin(std::span<const int32_t>, const spec::TapRows&) override { return Status::ok(); }
   Status draft(const spec::DraftRequest& req, spec::DraftResult* out) override {
     out->clear();
@@ -27,7 +30,7 @@ class RandomDrafter : public spec::Drafter {
 
  private:
   int32_t first_, count_;
-  Rng rng_;
+  mutable Rng rng_;  // fork() seeds the new state from it
 };
 
 }  // namespace dspark::testing

@@ -148,6 +148,10 @@ TEST(AnswerCache, NgramDrafterTriesItBetweenLongAndOneTokenLookups) {
   // either; the one-token lookup "6" -> 40 (its latest occurrence in the context).
   ASSERT_TRUE(d.draft({6, 9, 3, {}, nullptr}, &r).is_ok());
   EXPECT_EQ(r.tokens, (Ids{40, 41, 42}));
+  std::unique_ptr<Drafter> forked = d.fork();  // a fork carries no cache and no request
+  ASSERT_TRUE(forked->begin(Ids{5, 6, 7, 5, 6, 40, 41}, {}).is_ok());
+  ASSERT_TRUE(forked->draft({42, 7, 4, {}, nullptr}, &r).is_ok());
+  EXPECT_TRUE(r.tokens.empty());
   NgramDrafter plain;  // the same without a cache: the one-token lookup at once
   ASSERT_TRUE(plain.begin(Ids{5, 6, 7, 5, 6, 40, 41}, {}).is_ok());
   ASSERT_TRUE(plain.draft({42, 7, 4, {}, nullptr}, &r).is_ok());

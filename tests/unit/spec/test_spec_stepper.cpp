@@ -136,6 +136,7 @@ TEST_F(StepperTiny, LongHistoryTrimmedFarBackRestartsCleanly) {
 class TapRecorder : public spec::Drafter {
  public:
   std::string kind() const override { return "tap-recorder"; }
+  std::unique_ptr<spec::Drafter> fork() const override { return std::make_unique<TapRecorder>(); }
   std::vector<int> required_taps() const override { return {model::kTapEmbedding, 2, 4}; }
   Status begin(std::span<const int32_t> prompt, const spec::TapRows& taps) override {
     rows_.clear();

@@ -450,6 +450,18 @@ TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
   sure3.sure_only = true;
   ASSERT_TRUE(own.value()->draft(sure3, &a).is_ok());  // pending 3: 1 2 3 -> 4 1 2 3 by lookup, not sure
   EXPECT_TRUE(a.tokens.empty());
+  // A fork is a fresh state over the same weights and options: the same drafts for the same request.
+  std::unique_ptr<spec::Drafter> forked = surer.value()->fork();
+  ASSERT_TRUE(forked);
+  forked->use_answer_cache(&cache);
+  spec::DraftResult f1;
+  ASSERT_TRUE(forked->begin(prompt, rows).is_ok());
+  ASSERT_TRUE(forked->draft(sure, &f1).is_ok());
+  EXPECT_EQ(f1.tokens, (std::vector<int32_t>{33, 34, 35}));
+  ASSERT_TRUE(forked->draft({16, 6, 4, {}, nullptr}, &f1).is_ok());
+  ASSERT_TRUE(surer.value()->begin(prompt, rows).is_ok());
+  ASSERT_TRUE(surer.value()->draft({16, 6, 4, {}, nullptr}, &a).is_ok());
+  EXPECT_EQ(f1.tokens, a.tokens);
   // Sampled rounds never read the answers of other requests.
   spec::DraftRequest sampled{16, 6, 4, {}, &rng};
   sampled.sampler.temperature = 0.7f;

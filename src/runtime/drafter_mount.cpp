@@ -1,0 +1,35 @@
+#include "runtime/drafter_mount.h"
+
+#include <cstdio>
+
+#include "runtime/draft_quant.h"
+
+namespace dspark::runtime {
+
+Result<std::unique_ptr<MountedDrafter>> mount_drafter(spec::SpecConfig c, const MountOptions& opt,
+                                                      const LoadedModel& target, ThreadPool* pool) {
+  auto q = resolve_draft_quant_for(c.kind, c.model, c.quant, *target.model, opt.cache_dir, pool);
+  if (!q) return q.status();
+  if (opt.verbose && !q->note.empty()) std::fprintf(stderr, "%s\n", q->note.c_str());
+  c.model = q->dir;
+  c.quant = q->mode();  // what was chosen
+  DrafterRuntime rt{.n_ctx = opt.n_ctx, .verify_ms = {}};
+  const bool needs_table = c.cost_schedule() || c.governor;  // both start from the verify-cost table
+  if (needs_table) rt.verify_ms = opt.verify_ms;
+  auto b = make_drafter(c, rt, target, pool);
+  if (!b) return b.status();
+  if (needs_table && (int)rt.verify_ms.size() < b->gamma + 2) {
+    // The table must reach gamma + 1 tokens, which is known once the drafter is loaded.
+    rt.verify_ms = measure_verify_ms(*target.model, b->gamma + 1, pool);
+    b = make_drafter(c, rt, target, pool);
+    if (!b) return b.status();
+  }
+  auto m = std::make_unique<MountedDrafter>();
+  m->config = std::move(c);
+  m->verify_ms = std::move(rt.verify_ms);
+  m->bundle = std::move(b).value();
+  m->quant_note = q->note;
+  return m;
+}
+
+}  // namespace dspark::runtime
