@@ -28,9 +28,13 @@ Status check_quant_mode(const std::string& mode) {
   return Status::error("--draft-quant must be auto, none, int8 or int4, got '" + mode + "'");
 }
 
-// Whether this CPU has the ISA level `name` (scalar < avx2 < avx512 < amx: AVX-512 with usable AMX-INT8).
-Result<bool> cpu_has(const std::string& name, const std::string& where) {
-  const kernels::Isa isa = kernels::detect_isa();
+// The instruction set the target's backend runs (`--backend` reaches the drafter's format choice as it
+// reaches the drafter's kernels: DSparkDrafter::load).
+kernels::Isa backend_isa(const model::Model& target) { return target.backend().matmul_context(nullptr).isa; }
+
+// Whether `isa` (the target backend's) reaches the level `name` (scalar < avx2 < avx512 < amx: AVX-512
+// with usable AMX-INT8).
+Result<bool> isa_has(kernels::Isa isa, const std::string& name, const std::string& where) {
   if (name == "scalar") return true;
   if (name == "avx2") return isa >= kernels::Isa::kAvx2;
   if (name == "avx512") return isa >= kernels::Isa::kAvx512;
@@ -74,7 +78,7 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
   const std::string rung = rec["rung"].get<std::string>();
   if (rec.contains("min_isa")) {
     if (!rec["min_isa"].is_string()) return Status::error(rec_path + ": field 'min_isa' must be a string");
-    auto has = cpu_has(rec["min_isa"].get<std::string>(), rec_path);
+    auto has = isa_has(backend_isa(target), rec["min_isa"].get<std::string>(), rec_path);
     if (!has) return has.status();
     if (!*has) {
       // A checkpoint that is affine 4-bit throughout gets Q4_1 copies (exact, half the bytes of
@@ -83,7 +87,7 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
       if (!own) return own.status();
       const bool q4 = q4_1_holds_exactly(*own);
       return DraftQuantChoice{dir, q4 ? 4 : 8,
-                              "draft-quant auto: this CPU has no " + rec["min_isa"].get<std::string>() +
+                              "draft-quant auto: the target's backend has no " + rec["min_isa"].get<std::string>() +
                                   ", which the recommended 4-bit drafter format (" + rung + ", " + rec_path +
                                   ") needs to run fast; " + dir + " is loaded with " +
                                   (q4 ? "4-bit Q4_1 copies of its matmul weights (exact: it is affine 4-bit throughout)"
@@ -147,7 +151,7 @@ Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const 
     // A quantized checkpoint as given, on a CPU without AMX: ~2x slower per draft than its int8 copies
     // (docs/results/2026-12-03.md and docs/results/2026-12-04.md), so an A/B of it is not what generate / serve mount.
     auto qc = quant::read_quant_config((fs::path(path) / "config.json").string());
-    if (!qc || !qc->present || (kernels::detect_isa() >= kernels::Isa::kAvx512 && kernels::amx_available()))
+    if (!qc || !qc->present || (backend_isa(target) >= kernels::Isa::kAvx512 && kernels::amx_available()))
       return as_given;
     return DraftQuantChoice{path, 0,
                             path + " is a quantized checkpoint, loaded as given (draft-quant none); without AMX it "

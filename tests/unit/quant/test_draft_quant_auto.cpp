@@ -13,6 +13,7 @@
 #include "../model/tiny_gemma3.h"
 #include "quant/quant_config.h"
 #include "tiny_drafter.h"
+#include "kernels/backend.h"
 #include "runtime/draft_quant.h"
 
 namespace dspark::quant {
@@ -118,6 +119,17 @@ TEST(DraftQuantAuto, ConvertsOnceThenReuses) {
   } else {
     EXPECT_EQ(high->dir, a->dir);
     EXPECT_EQ(high->copy_bits, 0);
+  }
+  // The target's backend decides, not the CPU alone: a target on the AVX2 backend lacks avx512 (--backend
+  // cpu-avx2 reaches the drafter's format as it reaches its kernels).
+  if (kernels::detect_isa() >= kernels::Isa::kAvx2) {
+    auto avx2_target = model::load_model((tmp / "target.gguf").string(), &kernels::cpu_backend(kernels::Isa::kAvx2));
+    ASSERT_TRUE(avx2_target.is_ok()) << avx2_target.message();
+    auto on_avx2 = runtime::resolve_draft_quant(src, "auto", **avx2_target, tmp.string(), &pool, rec);
+    ASSERT_TRUE(on_avx2.is_ok()) << on_avx2.message();
+    EXPECT_EQ(on_avx2->dir, src);
+    EXPECT_EQ(on_avx2->copy_bits, 8);
+    EXPECT_NE(on_avx2->note.find("backend has no avx512"), std::string::npos) << on_avx2->note;
   }
   std::ofstream(rec) << R"({"rung": "affine4g32", "method": "affine", "bits": 4, "group_size": 32, "min_isa": "amx"})";
   auto amx = runtime::resolve_draft_quant(src, "auto", **target, tmp.string(), &pool, rec);
