@@ -46,7 +46,7 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
   // The verbs' flag keys (spec::spec_keys), the same parser and checks as --draft-* flags.
   // An A/B measures the checkpoint it is pointed at: draft-quant defaults to none here.
   spec::SpecConfig base;
-  base.quant = "none";
+  base.quant = spec::DraftQuant::kNone;
   auto c = spec::parse_spec(rest, base);
   if (!c) return Status::error(where + c.message() + " (or the whole spec 'serial')");
   if (Status st = check_drafter_kind(c->kind); !st) return Status::error(where + st.message());

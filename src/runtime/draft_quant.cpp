@@ -23,11 +23,6 @@ namespace {
 
 bool dir_writable(const fs::path& d) { return ::access(d.c_str(), W_OK) == 0; }
 
-Status check_quant_mode(const std::string& mode) {
-  if (mode == "auto" || mode == "none" || mode == "int8" || mode == "int4") return Status::ok();
-  return Status::error("--draft-quant must be auto, none, int8 or int4, got '" + mode + "'");
-}
-
 // The instruction set the target's backend runs (`--backend` reaches the drafter's format choice as it
 // reaches the drafter's kernels: DSparkDrafter::load).
 kernels::Isa backend_isa(const model::Model& target) { return target.backend().matmul_context(nullptr).isa; }
@@ -60,14 +55,13 @@ bool q4_1_holds_exactly(const quant::QuantConfig& qc) {
 
 }  // namespace
 
-Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::string& mode,
+Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, spec::DraftQuant mode,
                                              const model::Model& target, const std::string& cache_dir,
                                              ThreadPool* pool, const std::string& recommendation) {
-  DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
   const DraftQuantChoice as_given{dir, 0, {}};
-  if (mode == "none") return as_given;
-  if (mode == "int8") return DraftQuantChoice{dir, 8, {}};
-  if (mode == "int4") return DraftQuantChoice{dir, 4, {}};
+  if (mode == spec::DraftQuant::kNone) return as_given;
+  if (mode == spec::DraftQuant::kInt8) return DraftQuantChoice{dir, 8, {}};
+  if (mode == spec::DraftQuant::kInt4) return DraftQuantChoice{dir, 4, {}};
   const std::string rec_path = recommendation.empty() ? find_in_drafters("quant_auto.json") : recommendation;
   if (rec_path.empty()) return as_given;
   std::ifstream in(rec_path);
@@ -138,16 +132,15 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, const std::
 }
 
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
-                                                 const std::string& mode, const model::Model& target,
+                                                 spec::DraftQuant mode, const model::Model& target,
                                                  const std::string& cache_dir, ThreadPool* pool) {
-  DSPARK_RETURN_IF_ERROR(check_quant_mode(mode));
   const DraftQuantChoice as_given{path, 0, {}};
   if (path.empty() || (kind != "auto" && kind != "dspark" && !kind.empty())) return as_given;
   auto k = detect_draft_kind(path);
   if (!k || *k != "dspark") return as_given;  // errors are reported by make_drafter
-  if (mode == "int8") return DraftQuantChoice{path, 8, {}};
-  if (mode == "int4") return DraftQuantChoice{path, 4, {}};
-  if (mode == "none") {
+  if (mode == spec::DraftQuant::kInt8) return DraftQuantChoice{path, 8, {}};
+  if (mode == spec::DraftQuant::kInt4) return DraftQuantChoice{path, 4, {}};
+  if (mode == spec::DraftQuant::kNone) {
     // A quantized checkpoint as given, on a CPU without AMX: ~2x slower per draft than its int8 copies
     // (docs/results/2026-12-03.md and docs/results/2026-12-04.md), so an A/B of it is not what generate / serve mount.
     auto qc = quant::read_quant_config((fs::path(path) / "config.json").string());

@@ -98,8 +98,8 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   dopt.threshold = (float)c.threshold;
   dopt.ctx_reserve = rt.n_ctx;
   dopt.schedule = c.cost_schedule();
-  dopt.backbone_gate = c.schedule == "cost-gated";
-  dopt.static_costs = c.schedule == "cost-static";
+  dopt.backbone_gate = c.schedule == spec::DraftSchedule::kCostGated;
+  dopt.static_costs = c.schedule == spec::DraftSchedule::kCostStatic;
   dopt.verify_ms = rt.verify_ms;  // also used for the governor's calibration below
   dopt.copy_bits = spec::copy_bits_of_quant(c.quant);  // auto is resolved first (runtime/draft_quant.h)
   auto d = spec::DSparkDrafter::load(c.model, *target.model, dopt, pool);  // gamma = block_size
@@ -111,9 +111,9 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   else if (c.gamma > 0 && c.gamma < block)
     dopt.gamma = c.gamma;
   const net::DSparkConfig& cfg = (*d)->model().config();
-  dopt.copy = c.copy == "on" || c.copy == "only" || c.copy == "first" || (c.copy == "auto" && cfg.copy_head);
-  dopt.copy_only = c.copy == "only";
-  dopt.copy_first = c.copy == "first";
+  dopt.copy = c.copy_forced() || (c.copy == spec::CopyMode::kAuto && cfg.copy_head);
+  dopt.copy_only = c.copy == spec::CopyMode::kOnly;
+  dopt.copy_first = c.copy == spec::CopyMode::kFirst;
   dopt.copy_cfg.max_ngram = cfg.copy_max_ngram;
   dopt.copy_cfg.min_ngram = cfg.copy_min_ngram;
   dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;
@@ -122,7 +122,7 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   dopt.copy_cfg.cache_match_edges.assign(std::begin(kCacheMatchEdges), std::end(kCacheMatchEdges));
   dopt.copy_cfg.cache_prior.assign(std::begin(kCachePrior), std::end(kCachePrior));
   if (!c.suffix_index.empty()) {
-    if (c.copy == "off")
+    if (c.copy == spec::CopyMode::kOff)
       return Status::error("suffix-index: a DSpark drafter consults the index in its copy head, which draft-copy off turns off");
     auto ix = open_suffix_index(c.suffix_index, target);
     if (!ix) return ix.status();
@@ -182,8 +182,9 @@ Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRunti
   }
   for (const DrafterKind& k : kKinds) {
     if (kind != k.name) continue;
-    if (kind != "dspark" && (c.copy == "on" || c.copy == "only" || c.copy == "first"))
-      return Status::error("draft-copy " + c.copy + " needs a DSpark drafter (the copy head is part of its sequential stage)");
+    if (kind != "dspark" && c.copy_forced())
+      return Status::error(std::string("draft-copy ") + spec::copy_mode_name(c.copy) +
+                           " needs a DSpark drafter (the copy head is part of its sequential stage)");
     if (k.needs_model && c.model.empty()) return Status::error("draft-kind " + kind + " needs draft-model=PATH");
     if (!c.suffix_index.empty() && kind != "suffix" && kind != "dspark")
       return Status::error("suffix-index: " + c.model + " is a " + kind + " drafter; the index goes with draft-kind suffix or dspark");

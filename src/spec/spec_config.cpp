@@ -23,6 +23,23 @@ Status one_of(const std::string& v, std::initializer_list<const char*> allowed, 
   return Status::error("'" + v + "' is not one of " + list);
 }
 
+// An enum's names, in the enum's order.
+template <typename E, size_t N>
+Status parse_named(const std::string& v, const char* const (&names)[N], E* out) {
+  std::string list;
+  for (size_t i = 0; i < N; ++i) {
+    if (v == names[i]) {
+      *out = (E)i;
+      return Status::ok();
+    }
+    list += (i ? ", " : "") + std::string(names[i]);
+  }
+  return Status::error("'" + v + "' is not one of " + list);
+}
+constexpr const char* kScheduleNames[] = {"fixed", "cost", "cost-static", "cost-gated"};
+constexpr const char* kCopyModeNames[] = {"auto", "on", "off", "only", "first"};
+constexpr const char* kDraftQuantNames[] = {"auto", "none", "int8", "int4"};
+
 // A number in [0, 1].
 Status parse_unit(const std::string& v, double* out) {
   char* end = nullptr;
@@ -77,23 +94,21 @@ const SpecKey kKeys[] = {
                        "time instead of online timings, as sampled ones always do: drafts do not follow timing noise)\n"
                        "or cost-gated (cost, and a round skips the network when recent network rounds were slower\n"
                        "than plain decoding; measured slower than cost on SmolLM2, docs/DSPARK-ENGINE.md)",
-     [](const SpecConfig& c) { return c.schedule; },
-     [](SpecConfig* c, const std::string& v) {
-       return one_of(v, {"fixed", "cost", "cost-static", "cost-gated"}, &c->schedule);
-     }},
+     [](const SpecConfig& c) { return std::string(schedule_name(c.schedule)); },
+     [](SpecConfig* c, const std::string& v) { return parse_schedule(v, &c->schedule); }},
     {"draft-copy", "dspark copy head (prompt lookup in the sequential stage): auto (as the drafter's config\n"
                    "says), on, off, only (the copy head alone: the network never runs, a slot without a lookup\n"
                    "match ends the draft: the ablation arm for the network's part), or first (a match always takes\n"
                    "its slot; on/auto let a copy whose estimated acceptance is below the network's yield the slot)",
-     [](const SpecConfig& c) { return c.copy; },
-     [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "on", "off", "only", "first"}, &c->copy); }},
+     [](const SpecConfig& c) { return std::string(copy_mode_name(c.copy)); },
+     [](SpecConfig* c, const std::string& v) { return parse_copy_mode(v, &c->copy); }},
     {"draft-quant", "dspark: auto (with AMX: convert an unquantized drafter once to the recommended rung,\n"
                     "cached beside it, docs/QUANT-FORMAT.md; without AMX: as int4 for an affine 4-bit drafter, else\n"
                     "int8), none (load it as given), int8\n"
                     "(as given, matmul weights held as 8-bit copies in memory for the integer kernels) or int4 (the\n"
                     "same as 4-bit Q4_1 copies: half the bytes; for drafters already quantized to 4 bits)",
-     [](const SpecConfig& c) { return c.quant; },
-     [](SpecConfig* c, const std::string& v) { return one_of(v, {"auto", "none", "int8", "int4"}, &c->quant); }},
+     [](const SpecConfig& c) { return std::string(draft_quant_name(c.quant)); },
+     [](SpecConfig* c, const std::string& v) { return parse_draft_quant(v, &c->quant); }},
     {"draft-governor", "on (default): each round drafts the length, 0 = a plain step, that the tokens per ms\n"
                        "measured in this request say pays best, with bounded exploration (docs/SPECULATION.md);\n"
                        "off: every round drafts up to num-draft-tokens as the drafter decides",
@@ -123,7 +138,14 @@ const SpecKey kKeys[] = {
 
 std::span<const SpecKey> spec_keys() { return kKeys; }
 
-int copy_bits_of_quant(const std::string& quant) { return quant == "int8" ? 8 : quant == "int4" ? 4 : 0; }
+const char* schedule_name(DraftSchedule s) { return kScheduleNames[(size_t)s]; }
+const char* copy_mode_name(CopyMode m) { return kCopyModeNames[(size_t)m]; }
+const char* draft_quant_name(DraftQuant q) { return kDraftQuantNames[(size_t)q]; }
+Status parse_schedule(const std::string& v, DraftSchedule* out) { return parse_named(v, kScheduleNames, out); }
+Status parse_copy_mode(const std::string& v, CopyMode* out) { return parse_named(v, kCopyModeNames, out); }
+Status parse_draft_quant(const std::string& v, DraftQuant* out) { return parse_named(v, kDraftQuantNames, out); }
+
+int copy_bits_of_quant(DraftQuant quant) { return quant == DraftQuant::kInt8 ? 8 : quant == DraftQuant::kInt4 ? 4 : 0; }
 
 Status set_spec_key(SpecConfig* c, const std::string& key, const std::string& value) {
   for (const SpecKey& k : kKeys) {

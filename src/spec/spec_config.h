@@ -10,6 +10,7 @@
 // larger gamma to its block (with a warning); nothing else clamps it.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -21,22 +22,39 @@ inline constexpr int kMaxGamma = 64;      // largest accepted gamma (any drafter
 inline constexpr int kDefaultGamma = 5;   // gamma 0 for drafters without a block size
 inline constexpr double kDefaultSuffixMinProb = 0.1;  // the suffix index's adaptive draft length (SuffixQueryConfig)
 
+// The settings with a fixed set of values are enums, named once (the *_name() functions and the
+// key table's parsers use the same names; a name is what flags, ab specs and JSON say).
+enum class DraftSchedule : uint8_t {
+  kFixed,       // gamma / threshold
+  kCost,        // Algorithm 1: expected tokens per ms of verify, from online timings
+  kCostStatic,  // the same from start-up costs only (DSparkOptions::static_costs)
+  kCostGated,   // the same with the backbone gate (DSparkOptions::backbone_gate)
+};
+enum class CopyMode : uint8_t { kAuto, kOn, kOff, kOnly, kFirst };  // DSpark copy head (as the config says / ...)
+enum class DraftQuant : uint8_t { kAuto, kNone, kInt8, kInt4 };     // runtime/draft_quant.h
+const char* schedule_name(DraftSchedule s);    // fixed | cost | cost-static | cost-gated
+const char* copy_mode_name(CopyMode m);        // auto | on | off | only | first
+const char* draft_quant_name(DraftQuant q);    // auto | none | int8 | int4
+// Parsers of those names; the error lists the allowed ones.
+Status parse_schedule(const std::string& v, DraftSchedule* out);
+Status parse_copy_mode(const std::string& v, CopyMode* out);
+Status parse_draft_quant(const std::string& v, DraftQuant* out);
+
 struct SpecConfig {
   std::string kind = "auto";        // a drafter kind (runtime/drafter_factory.h registry) or auto: from `model`
   std::string model;                // drafter GGUF or DSpark checkpoint directory ("" for ngram)
   int gamma = 0;                    // 0..kMaxGamma; 0 = the drafter's default
   double threshold = 0.0;           // DSpark: stop at the first slot whose confidence is below it; [0, 1]
-  // DSpark draft length: fixed (gamma / threshold) | cost (Algorithm 1) | cost-static (Algorithm 1
-  // from start-up costs only, DSparkOptions::static_costs) | cost-gated (Algorithm 1 with the
-  // backbone gate, DSparkOptions::backbone_gate)
-  std::string schedule = "fixed";
-  std::string copy = "auto";        // DSpark copy head: auto (as the config says) | on | off | only | first
-  std::string quant = "auto";       // DSpark checkpoint: auto | none (as given) | int8 | int4 (runtime/draft_quant.h)
+  DraftSchedule schedule = DraftSchedule::kFixed;  // DSpark draft length
+  CopyMode copy = CopyMode::kAuto;                  // DSpark copy head
+  DraftQuant quant = DraftQuant::kAuto;             // DSpark checkpoint's form
   bool governor = true;             // per-round draft length from measured tokens per ms, 0 = plain (spec/governor.h)
   std::string suffix_index;         // draft-kind suffix: the suffix index file (spec/suffix_index.h); "" otherwise
   double suffix_min_prob = kDefaultSuffixMinProb;  // draft-kind suffix: SuffixQueryConfig::min_prob, [0, 1]
 
-  bool cost_schedule() const { return schedule == "cost" || schedule == "cost-static" || schedule == "cost-gated"; }
+  bool cost_schedule() const { return schedule != DraftSchedule::kFixed; }
+  // draft-copy on / only / first: the copy head asked for explicitly (needs a DSpark drafter).
+  bool copy_forced() const { return copy == CopyMode::kOn || copy == CopyMode::kOnly || copy == CopyMode::kFirst; }
   bool operator==(const SpecConfig&) const = default;
 };
 
@@ -51,7 +69,7 @@ std::span<const SpecKey> spec_keys();
 
 // The integer-copy width a resolved draft-quant mode loads with (DSparkOptions::copy_bits):
 // int8 -> 8, int4 -> 4, anything else (none) -> 0.
-int copy_bits_of_quant(const std::string& quant);
+int copy_bits_of_quant(DraftQuant quant);
 
 // Sets one key by name; errors name the key ("num-draft-tokens: ...").
 Status set_spec_key(SpecConfig* c, const std::string& key, const std::string& value);

@@ -39,7 +39,7 @@ std::optional<spec::SpecConfig> effective_spec(const SpecFlags& f, const std::st
     c.model = shipped;
     // The cost-aware schedule from start-up costs: 1.07-1.10x the online-refined one for the copy
     // head and 1.02-1.07x for the shipped drafter at T 0 (docs/results/2026-12-04.md, session 15).
-    if (!f.given.count("draft-schedule")) c.schedule = "cost-static";
+    if (!f.given.count("draft-schedule")) c.schedule = spec::DraftSchedule::kCostStatic;
     return c;
   }
   if (!fallback_ngram) return std::nullopt;

@@ -95,7 +95,7 @@ int verb_bench(int argc, char** argv) {
   BenchSpecOptions sopt;
   SpecFlags spec_flags;  // --spec: the drafter; n-gram unless told otherwise, checkpoints as given
   spec_flags.config.kind = "ngram";
-  spec_flags.config.quant = "none";
+  spec_flags.config.quant = spec::DraftQuant::kNone;
   int64_t n_spec_prompts = sopt.n_prompts;
   SamplerFlags sf;
   Args args("dspark bench --model M -p 512 -n 128 --threads 2 [--repeats R] [--json] [--verify-curve]",

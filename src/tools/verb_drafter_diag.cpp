@@ -47,7 +47,7 @@ void print_row(const char* split, const char* what, const std::vector<double>& v
 
 // --replay: heldout_eval (the trainer's checkpoint measurement) on any drafter folder.
 int replay_heldout(const std::string& dir, const model::Model& target, const std::vector<std::string>& data,
-                   int64_t heldout_mod, int64_t n_seqs, const std::string& draft_quant, int threads, bool json) {
+                   int64_t heldout_mod, int64_t n_seqs, spec::DraftQuant draft_quant, int threads, bool json) {
   auto ds = train::Dataset::open(data, target.config().n_vocab, heldout_mod);
   if (!ds) {
     std::fprintf(stderr, "dspark drafter-diag: %s\n", ds.message().c_str());
@@ -62,13 +62,14 @@ int replay_heldout(const std::string& dir, const model::Model& target, const std
   }
   nlohmann::json j = train::heldout_json(*r);
   j["drafter"] = dir;
-  j["draft_quant"] = draft_quant;
+  j["draft_quant"] = spec::draft_quant_name(draft_quant);
   if (json) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("drafter-diag --replay: %s (%s), %lld held-out greedy sequences, %lld rounds\n", dir.c_str(),
-              draft_quant == "none" ? "as given" : (draft_quant + " copies").c_str(), (long long)r->sequences, (long long)r->rounds);
+              draft_quant == spec::DraftQuant::kNone ? "as given" : (std::string(spec::draft_quant_name(draft_quant)) + " copies").c_str(),
+              (long long)r->sequences, (long long)r->rounds);
   std::printf("tau %.3f  acceptance %.3f  by position:", r->tau(), r->acceptance());
   for (const auto& v : j["accept_by_pos"]) std::printf(" %.3f", v.get<double>());
   std::printf("  drafter %.2f ms/round\n", r->ms_per_round());
@@ -114,12 +115,13 @@ int verb_drafter_diag(int argc, char** argv) {
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
   if (args.positional().size() != 1) return fail("expected one drafter directory");
   if (data.empty()) return fail("--data REGEN_DIR is required");
-  if (draft_quant != "none" && draft_quant != "int8" && draft_quant != "int4")
+  spec::DraftQuant quant = spec::DraftQuant::kNone;
+  if (!spec::parse_draft_quant(draft_quant, &quant) || quant == spec::DraftQuant::kAuto)
     return fail("--draft-quant must be none, int8 or int4, got '" + draft_quant + "'");
   auto lm = load_model(model_spec, cache);
   if (!lm) return fail(lm.message());
   const model::ModelConfig& tc = lm->model->config();
-  if (replay > 0) return replay_heldout(args.positional()[0], *lm->model, data, heldout_mod, replay, draft_quant,
+  if (replay > 0) return replay_heldout(args.positional()[0], *lm->model, data, heldout_mod, replay, quant,
                                         (int)threads, json);
   auto p = train::load_checkpoint_params(args.positional()[0], tc);
   if (!p) return fail(p.message());

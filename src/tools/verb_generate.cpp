@@ -148,7 +148,7 @@ int verb_generate(int argc, char** argv) {
       j["spec"]["drafter"] = drafter_stats;
       j["spec"]["drafter_path"] = mounted.model;
       j["spec"]["shipped_default"] = shipped;
-      j["spec"]["schedule"] = mounted.schedule;
+      j["spec"]["schedule"] = spec::schedule_name(mounted.schedule);
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

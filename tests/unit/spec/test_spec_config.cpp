@@ -12,9 +12,9 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   c.model = "dir";
   c.gamma = 7;
   c.threshold = 0.25;
-  c.schedule = "cost";
-  c.copy = "only";
-  c.quant = "none";
+  c.schedule = DraftSchedule::kCost;
+  c.copy = CopyMode::kOnly;
+  c.quant = DraftQuant::kNone;
   c.governor = false;
   c.suffix_index = "answers.sfx";
   c.suffix_min_prob = 0.375;
@@ -34,9 +34,28 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
     text.append(sched);
     auto s = parse_spec(text);
     ASSERT_TRUE(s) << sched;
-    EXPECT_EQ(s->schedule, sched);
+    EXPECT_STREQ(schedule_name(s->schedule), sched);
     EXPECT_EQ(s->cost_schedule(), std::string(sched) != "fixed");
   }
+}
+
+// Every enum value has one name, and each name parses back to its value.
+TEST(SpecConfig, EnumNamesRoundTrip) {
+  for (int i = 0; i < 4; ++i) {
+    DraftSchedule s{};
+    ASSERT_TRUE(parse_schedule(schedule_name((DraftSchedule)i), &s));
+    EXPECT_EQ((int)s, i);
+    DraftQuant q{};
+    ASSERT_TRUE(parse_draft_quant(draft_quant_name((DraftQuant)i), &q));
+    EXPECT_EQ((int)q, i);
+  }
+  for (int i = 0; i < 5; ++i) {
+    CopyMode m{};
+    ASSERT_TRUE(parse_copy_mode(copy_mode_name((CopyMode)i), &m));
+    EXPECT_EQ((int)m, i);
+  }
+  CopyMode m{};
+  EXPECT_NE(parse_copy_mode("sometimes", &m).message().find("auto, on, off, only, first"), std::string::npos);
 }
 
 TEST(SpecConfig, DefaultsAndBase) {
@@ -44,13 +63,13 @@ TEST(SpecConfig, DefaultsAndBase) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->kind, "auto");
   EXPECT_EQ(c->gamma, 0);
-  EXPECT_EQ(c->schedule, "fixed");
+  EXPECT_EQ(c->schedule, DraftSchedule::kFixed);
   EXPECT_TRUE(c->governor);  // every drafter goes through the governor unless told otherwise
   SpecConfig base;
-  base.quant = "none";
+  base.quant = DraftQuant::kNone;
   c = parse_spec("draft-kind=ngram", base);
   ASSERT_TRUE(c);
-  EXPECT_EQ(c->quant, "none");
+  EXPECT_EQ(c->quant, DraftQuant::kNone);
   EXPECT_TRUE(check_spec(*c));
 }
 
