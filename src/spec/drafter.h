@@ -82,6 +82,9 @@ class Drafter {
   // Greedy requests only. Drafters without such estimates return false and are never asked.
   virtual bool sure_drafts() const { return false; }
   static constexpr double kSureAcceptance = 0.75;
+  // A sure draft may run past gamma (copies need no network pass): at most this many tokens
+  // (SpecParams::sure_cap, which a request's explicit num_draft_tokens lowers to it).
+  static constexpr int kMaxSureDraft = 16;
   // Drafter-specific counters for the request's telemetry (empty object if none).
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };

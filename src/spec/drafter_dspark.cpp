@@ -291,8 +291,8 @@ float DSparkDrafter::confidence_logit(int slot, const float* w1_prev) const {
 
 CopyProposal DSparkDrafter::propose_copy() const {
   const CopyProposal lookup = copy_.propose();
-  if (lookup.n >= copy_.max_ngram()) return lookup;  // the longest own match: nothing is surer
-  // Answers already served: taken over a shorter own match when its kind is estimated better.
+  // Answers already served: taken over the request's own match when its kind is estimated better
+  // (a long agreement with a stored answer beats a 3-token lookup; a short one does not).
   if (answers_ && cache_ok_ && copy_.has_cache_kinds()) {
     const int len = answers_->propose(copy_.context(), 1, &cache_out_);
     const int kind = copy_.cache_kind(len);
@@ -321,9 +321,10 @@ Status DSparkDrafter::sure_draft(int32_t pending, int n, DraftResult* out) {
     slot_conf_.push_back(-1);
     copy_.push(cp.token, cp.n, cp.n, -1);
   }
-  last_slots_ = (int)out->tokens.size();
-  backbone_ran_ = false;
-  if (!out->tokens.empty()) ++rounds_;
+  // No network rows this draft (last_logits() has none); the slots may exceed the block.
+  std::fill(scores_valid_.begin(), scores_valid_.end(), 0);
+  last_slots_ = std::min<int>((int)out->tokens.size(), (int)scores_valid_.size());
+  backbone_ran_ = false;  // (not counted in rounds_: the stepper may still draft the round normally)
   return Status::ok();
 }
 
@@ -343,7 +344,8 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   // The answers already served are other requests' text: greedy rounds only, so a seeded sampled
   // request drafts (and samples) the same whatever the server answered before.
   cache_ok_ = !sampled;
-  if (req.sure_only) return sure_draft(req.pending, sampled ? 0 : n, out);
+  // Sure drafts are copies (no network pass), so they may run past the block.
+  if (req.sure_only) return sure_draft(req.pending, sampled ? 0 : std::min(req.max_n, kMaxSureDraft), out);
   if (req.pos != context_len())
     return Status::error("dspark drafter: draft at position " + std::to_string(req.pos) + ", but the drafter context has " +
                          std::to_string(context_len()) + " rows");

@@ -196,12 +196,14 @@ Governor::Decision Governor::hold(GovernorReason why) {
   return d;
 }
 
-Governor::Decision Governor::sure(const Decision& plain, int cap) {
-  if (plain.cap != 0 || cap <= 0) return plain;
-  --stats_.rounds[(size_t)plain.reason];
-  --stats_.plain_rounds;
+Governor::Decision Governor::sure(const Decision& decided, int cap) {
+  if (cap <= decided.cap) return decided;
+  --stats_.rounds[(size_t)decided.reason];
   ++stats_.rounds[(size_t)GovernorReason::kSure];
-  ++stats_.drafting_rounds;
+  if (decided.cap == 0) {
+    --stats_.plain_rounds;
+    ++stats_.drafting_rounds;
+  }
   return {cap, GovernorReason::kSure};
 }
 

@@ -120,10 +120,11 @@ class Governor {
   // A plain round imposed from outside (the server's batch gate): counted under `why`, and its
   // observation refreshes the plain cost like any plain round.
   Decision hold(GovernorReason why);
-  // The plain round just decided (decide() or hold()) drafts `cap` tokens after all, which the drafter
-  // is sure of: recounted under kSure as a drafting round. Its outcome is not observe()d, so such
-  // rounds do not colour the estimates of ordinary drafting.
-  Decision sure(const Decision& plain, int cap);
+  // The round just decided (decide() or hold()) drafts `cap` tokens the drafter is sure of instead, more
+  // than it decided (plain, or a shorter cap): recounted under kSure (a drafting round). Its outcome
+  // is not observe()d, so such rounds do not colour the estimates of ordinary drafting. A cap not
+  // above the decided one changes nothing.
+  Decision sure(const Decision& decided, int cap);
   // The round decided last has finished.
   void observe(const RoundObservation& o);
 

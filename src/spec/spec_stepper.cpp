@@ -229,16 +229,30 @@ Status SpecStepper::draft_phase(bool may_draft) {
     // drafts, and samples, the same way however the batch around it is timed.
     const bool hold = !may_draft && room > 0 && params_.governor.enabled && gp.sampler.temperature <= 0.0f;
     decision_ = hold ? gov_->hold(GovernorReason::kBatchPlain) : gov_->decide(room);
-    // A plain decision still takes a draft the drafter is sure of (Drafter::sure_drafts; greedy only,
-    // so sampled requests keep deciding from constants).
-    const bool sure = decision_.cap == 0 && room > 0 && params_.governor.enabled && gp.sampler.temperature <= 0.0f &&
-                      (decision_.reason == GovernorReason::kPlain || decision_.reason == GovernorReason::kBatchPlain) &&
-                      drafter_->sure_drafts();
-    const int max_n = sure ? room : decision_.cap;
-    DSPARK_RETURN_IF_ERROR(
-        drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng(), /*sure_only=*/sure}, &draft_));
-    if ((int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
-    if (sure && !draft_.tokens.empty()) decision_ = gov_->sure(decision_, (int)draft_.tokens.size());
+    // A draft the drafter is sure of (Drafter::sure_drafts: copies of answers already served) is taken
+    // when the round was decided plain, or when it is longer than the decided cap (it may run past
+    // gamma); exploration rounds (warm-up, probes) keep their decision. Greedy only, so sampled
+    // requests keep deciding from constants.
+    const int sure_room = (int)std::max<int64_t>(
+        0, std::min<int64_t>({Drafter::kMaxSureDraft, params_.sure_cap, remaining - 1, n_ctx - pos_ - 1}));
+    const bool plain_by_choice = decision_.cap == 0 && (decision_.reason == GovernorReason::kPlain ||
+                                                        decision_.reason == GovernorReason::kBatchPlain);
+    const bool ask_sure = sure_room > 0 && params_.governor.enabled && gp.sampler.temperature <= 0.0f &&
+                          (plain_by_choice || decision_.reason == GovernorReason::kDraft) && drafter_->sure_drafts();
+    bool sure = false;
+    if (ask_sure) {
+      DSPARK_RETURN_IF_ERROR(
+          drafter_->draft({pending_, pos_, sure_room, gp.sampler, &sampler_.rng(), /*sure_only=*/true}, &draft_));
+      if ((int)draft_.tokens.size() > sure_room) draft_.tokens.resize(sure_room);
+      sure = (int)draft_.tokens.size() > decision_.cap;
+    }
+    if (sure) {
+      decision_ = gov_->sure(decision_, (int)draft_.tokens.size());
+    } else {
+      const int max_n = decision_.cap;
+      DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng()}, &draft_));
+      if ((int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
+    }
     res_.stats.governor = gov_->stats();
   }
   round_draft_ms_ = ms_since(t0);

@@ -259,9 +259,16 @@ TEST(Governor, ASureDraftRecountsThePlainRound) {
   EXPECT_EQ(st.to_json()["rounds_by_reason"]["sure"].get<int64_t>(), 1);
   // The stepper does not observe a sure round, so the plain cost is still unknown.
   EXPECT_EQ(g.plain_rate(), 0.0);
-  // A drafting decision is left as it is.
-  const Governor::Decision draft{2, GovernorReason::kDraft};
-  EXPECT_EQ(g.sure(draft, 3).cap, 2);
+  // A drafting decision with a cap at least as long is left as it is; a longer sure draft replaces it.
+  const Governor::Decision draft = g.decide(4);
+  ASSERT_GT(draft.cap, 0);
+  EXPECT_EQ(g.sure(draft, draft.cap).reason, draft.reason);
+  const int drafting = g.stats().drafting_rounds;
+  const Governor::Decision longer = g.sure(draft, 9);
+  EXPECT_EQ(longer.cap, 9);
+  EXPECT_EQ(longer.reason, GovernorReason::kSure);
+  EXPECT_EQ(g.stats().rounds[(size_t)GovernorReason::kSure], 2);
+  EXPECT_EQ(g.stats().drafting_rounds, drafting);
 }
 
 }  // namespace

@@ -437,6 +437,19 @@ TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
   ASSERT_TRUE(surer.value()->draft(sure, &a).is_ok());
   EXPECT_EQ(a.tokens, (std::vector<int32_t>{33, 34, 35}));  // the stored answer ends there
   EXPECT_FALSE(surer.value()->last_backbone_ran());
+  // Sure drafts are copies, so they may run past the block (4 here) up to kMaxSureDraft.
+  spec::AnswerCache long_cache({.capacity_tokens = 1024});
+  long_cache.add(std::vector<int32_t>{5, 6, 7}, std::vector<int32_t>{8, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30});
+  surer.value()->use_answer_cache(&long_cache);
+  const std::vector<int32_t> asked = {1, 2, 5, 6, 7};
+  const spec::TapRows rows5{{store[0].data(), store[1].data()}, 5, kH};
+  spec::DraftRequest sure_long{8, 5, 10, {}, nullptr};
+  sure_long.sure_only = true;
+  ASSERT_TRUE(surer.value()->begin(asked, rows5).is_ok());
+  ASSERT_TRUE(surer.value()->draft(sure_long, &a).is_ok());
+  EXPECT_EQ(a.tokens, (std::vector<int32_t>{20, 21, 22, 23, 24, 25, 26, 27, 28, 29}));
+  EXPECT_EQ(surer.value()->last_logits(0), nullptr);  // no network rows in a sure draft
+  surer.value()->use_answer_cache(&cache);
   // The request's own lookup copies are never sure drafts, however well they are estimated.
   opt.copy_cfg.prior_acceptance = {0.5, 0.95, 0.95, 0.95};
   auto own = fx.load(opt, &pool);
