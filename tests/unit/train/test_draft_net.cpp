@@ -252,6 +252,14 @@ TEST(LookupChain, ChainsGuessesThenMasks) {
   EXPECT_EQ(out, (std::vector<int32_t>{3, 99, 99}));
 }
 
+// n random rows of the fixture's two taps, held in *store.
+spec::TapRows random_taps(Rng& rng, int64_t n, std::vector<std::vector<float>>* store) {
+  store->assign(2, std::vector<float>((size_t)(n * kH)));
+  for (auto& t : *store)
+    for (float& x : t) x = (float)normal(rng);
+  return spec::TapRows{{(*store)[0].data(), (*store)[1].data()}, n, kH};
+}
+
 // A one-layer fixture exported as a serving checkpoint (folder `name` under the test temp dir), with
 // the target tables the serving drafter loads it against.
 struct ServingFixture {
@@ -360,10 +368,8 @@ TEST(DraftNet, SuffixIndexIsTheCopyHeadsThirdSource) {
   auto plain = fx.load(opt, &pool);
   ASSERT_TRUE(on.is_ok() && plain.is_ok()) << on.message() << plain.message();
   Rng rng(7);
-  std::vector<std::vector<float>> store(2, std::vector<float>((size_t)(6 * kH)));
-  for (auto& t : store)
-    for (float& x : t) x = (float)normal(rng);
-  const spec::TapRows rows{{store[0].data(), store[1].data()}, 6, kH};
+  std::vector<std::vector<float>> store;
+  const spec::TapRows rows = random_taps(rng, 6, &store);  // 6 prompt rows of both taps
   const std::vector<int32_t> prompt = {10, 11, 12, 13, 14, 15};
   ASSERT_TRUE(on.value()->begin(prompt, rows).is_ok());
   ASSERT_TRUE(plain.value()->begin(prompt, rows).is_ok());
@@ -402,10 +408,8 @@ TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
   spec::AnswerCache cache({.capacity_tokens = 1024});
   cache.add(std::vector<int32_t>{3, 14, 15}, std::vector<int32_t>{16, 33, 34, 35});
   Rng rng(9);
-  std::vector<std::vector<float>> store(2, std::vector<float>((size_t)(6 * kH)));
-  for (auto& t : store)
-    for (float& x : t) x = (float)normal(rng);
-  const spec::TapRows rows{{store[0].data(), store[1].data()}, 6, kH};
+  std::vector<std::vector<float>> store;
+  const spec::TapRows rows = random_taps(rng, 6, &store);  // 6 prompt rows of both taps
   const std::vector<int32_t> prompt = {10, 11, 12, 13, 14, 15};
   spec::DraftResult a, b;
   ASSERT_TRUE(d.value()->begin(prompt, rows).is_ok());
