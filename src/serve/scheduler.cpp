@@ -8,6 +8,9 @@ namespace dspark::serve {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+// A batched forward holds every slot's window: a sure draft (spec::Drafter::kMaxSureDraft) plus its
+// pending token, whatever gamma requests may ask.
+constexpr int64_t kMinWindow = spec::Drafter::kMaxSureDraft + 1;
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -16,7 +19,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok, const SchedulerConfig& cfg,
                      DrafterFactory drafters, ThreadPool* pool, Metrics* metrics)
     : model_(model), tok_(tok), cfg_(cfg), drafters_(std::move(drafters)), pool_(pool), metrics_(metrics),
-      batch_cost_(cfg.verify_ms, (int64_t)cfg.n_slots * cfg.max_window), gate_(cfg.gate, cfg.n_slots),
+      batch_cost_(cfg.verify_ms, (int64_t)cfg.n_slots * std::max<int64_t>(cfg.max_window, kMinWindow)),
+      gate_(cfg.gate, cfg.n_slots),
       cache_(cfg.cache_bytes) {}
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Model& model,
@@ -48,7 +52,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Model& model,
     s->slots_.push_back(std::move(slot));
   }
   if (cfg.batch_rounds && cfg.n_slots > 1)
-    s->scratch_ = std::make_unique<model::ForwardScratch>(model.backend(), model.config(), cfg.n_slots * cfg.max_window,
+    s->scratch_ = std::make_unique<model::ForwardScratch>(model.backend(), model.config(),
+                                                          cfg.n_slots * std::max<int64_t>(cfg.max_window, kMinWindow),
                                                           cfg.n_ctx, pool);
   s->thread_ = std::thread([p = s.get()] { p->loop(); });
   return s;
