@@ -147,7 +147,11 @@ std::string plan_summary(const KernelPlan& plan) {
 
 std::string plan_timings_table(const KernelPlan& plan) {
   std::string out = "| type | paths | n |";
-  for (int b = 0; b < kPlanBuckets; ++b) out += " " + std::to_string(plan.bucket_tokens(b)) + " |";
+  for (int b = 0; b < kPlanBuckets; ++b) {  // appended piece by piece: GCC 12 warns (-Wrestrict) on " " + string
+    out += ' ';
+    out += std::to_string(plan.bucket_tokens(b));
+    out += " |";
+  }
   out += "\n|---|---|---|";
   for (int b = 0; b < kPlanBuckets; ++b) out += "---:|";
   out += "\n";
