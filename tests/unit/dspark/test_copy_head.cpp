@@ -16,6 +16,15 @@ CopyHeadConfig cfg(int max_ngram, int min_ngram) {
   return c;
 }
 
+// The same with priors: prior_acceptance (empty: uninformed), their weight and the exploration count.
+CopyHeadConfig cfg(int max_ngram, int min_ngram, std::vector<double> prior, double weight, int explore = 8) {
+  CopyHeadConfig c = cfg(max_ngram, min_ngram);
+  c.prior_acceptance = std::move(prior);
+  c.prior_weight = weight;
+  c.explore_evaluations = explore;
+  return c;
+}
+
 TEST(CopyHead, ProposesTheSuccessorOfTheLatestLongestMatch) {
   CopyHead h(cfg(3, 1));
   const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 5, 6};
@@ -107,7 +116,7 @@ TEST(CopyHead, CountsOnlyEvaluatedCopiedSlots) {
 }
 
 TEST(CopyHead, ScheduleUsesTheEstimateOnceExplored) {
-  CopyHead h({.max_ngram = 2, .min_ngram = 1, .prior_acceptance = {}, .prior_weight = 20, .explore_evaluations = 2});
+  CopyHead h(cfg(2, 1, {}, 20, 2));
   h.begin(std::vector<int32_t>{1, 2});
   for (int r = 0; r < 2; ++r) {  // two rejected copied slots of match length 1
     h.start_draft(1);
@@ -120,8 +129,7 @@ TEST(CopyHead, ScheduleUsesTheEstimateOnceExplored) {
 }
 
 TEST(CopyHead, CalibratedPriorsAndNoExploration) {
-  CopyHead h({.max_ngram = 2, .min_ngram = 1, .prior_acceptance = {0.2, 0.3, 0.9}, .prior_weight = 10,
-               .explore_evaluations = 8});
+  CopyHead h(cfg(2, 1, {0.2, 0.3, 0.9}, 10, 8));
   EXPECT_DOUBLE_EQ(h.confidence(0), 0.2);
   EXPECT_DOUBLE_EQ(h.schedule_confidence(2), 0.9) << "a calibrated prior needs no exploration";
   h.begin(std::vector<int32_t>{1, 2, 1});
@@ -132,7 +140,7 @@ TEST(CopyHead, CalibratedPriorsAndNoExploration) {
 }
 
 TEST(CopyHead, ShadowScoresBothProposersAtEvaluatedSlots) {
-  CopyHead h({.max_ngram = 3, .min_ngram = 1});
+  CopyHead h(cfg(3, 1));
   h.begin(std::vector<int32_t>{1, 2, 3});
   h.start_draft(4);
   h.push(10, 3, 3, 11);  // copied (match 3); the network would have drafted 11
@@ -172,15 +180,16 @@ TEST(CopyHead, ShadowScoresBothProposersAtEvaluatedSlots) {
 }
 
 TEST(CopyHead, SampledRequestsStartFromTheSampledPriors) {
-  CopyHead h({.max_ngram = 2, .min_ngram = 1, .prior_acceptance = {0.4, 0.3, 0.8},
-              .prior_acceptance_sampled = {0.25, 0.2, 0.5}, .prior_weight = 10});
+  CopyHeadConfig c = cfg(2, 1, {0.4, 0.3, 0.8}, 10);
+  c.prior_acceptance_sampled = {0.25, 0.2, 0.5};
+  CopyHead h(c);
   EXPECT_DOUBLE_EQ(h.confidence(0), 0.4);
   h.use_sampled_priors(true);
   EXPECT_DOUBLE_EQ(h.confidence(0), 0.25);
   EXPECT_DOUBLE_EQ(h.schedule_confidence(2), 0.5);
   h.use_sampled_priors(false);
   EXPECT_DOUBLE_EQ(h.confidence(2), 0.8);
-  CopyHead g({.max_ngram = 2, .min_ngram = 1, .prior_acceptance = {0.4, 0.3, 0.8}, .prior_weight = 10});
+  CopyHead g(cfg(2, 1, {0.4, 0.3, 0.8}, 10));
   g.use_sampled_priors(true);
   EXPECT_DOUBLE_EQ(g.confidence(0), 0.4) << "no sampled set: the greedy priors";
 }
