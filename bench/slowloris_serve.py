@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Slowloris probe of `dspark serve`: N sockets each send a request line and then one header line
 every GAP seconds (never a silent gap, never a complete head) while /health is asked every 0.5 s
-with a 1 s timeout. Prints how many /health probes got 200, the other answers, and the slowest 200.
+with a 1 s timeout, and one chat completion is asked halfway through. Prints how many /health probes
+got 200, the other answers, the slowest 200, and how the chat request ended.
 
 Usage:
   python bench/slowloris_serve.py BINARY MODEL.gguf [N=120] [GAP=2] [SECONDS=20]
-The server runs with --parallel 1 and its other defaults. Exit 1 unless every probe got 200.
+The server runs with --parallel 1 and its other defaults. Exit 1 unless every probe got 200 and the
+chat request completed (200, finish_reason stop or length).
 """
 import http.client
+import json
 import socket
 import subprocess
 import sys
@@ -29,6 +32,33 @@ def health(port):
     except OSError:
         status = None
     return status, time.time() - t0
+
+
+def model_id(port):
+    """The id the server serves (GET /v1/models)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", "/v1/models")
+    models = json.loads(c.getresponse().read())
+    c.close()
+    return models["data"][0]["id"]
+
+
+def chat(port, out):
+    """One short chat completion; stores (status, finish_reason, seconds, completion tokens) in out."""
+    t0 = time.time()
+    try:
+        body = json.dumps({"model": model_id(port), "messages": [{"role": "user", "content": "Name three colours."}],
+                           "max_tokens": 32, "temperature": 0})
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = json.loads(r.read() or b"{}")
+        c.close()
+        choice = (data.get("choices") or [{}])[0]
+        out.append((r.status, choice.get("finish_reason"), time.time() - t0,
+                    (data.get("usage") or {}).get("completion_tokens")))
+    except (OSError, ValueError) as e:
+        out.append((None, str(e), time.time() - t0, None))
 
 
 class Slowloris:
@@ -85,10 +115,16 @@ def main():
         loris = Slowloris(port, n, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\n", gap)
         loris.start()
         probes = []
+        chats = []
+        asker = threading.Thread(target=chat, args=(port, chats))
         t0 = time.time()
         while time.time() - t0 < secs:
+            if not asker.is_alive() and not chats and time.time() - t0 >= secs / 2:
+                asker.start()
             probes.append(health(port))
             time.sleep(HEALTH_EVERY_S)
+        if asker.ident is not None:
+            asker.join()
         loris.stop()
         for s in loris.socks:
             s.close()
@@ -100,7 +136,13 @@ def main():
     slowest = f"{max(ok) * 1000:.1f} ms" if ok else "-"
     print(f"{n} trickling sockets (a header line every {gap:g} s) for {secs:g} s: /health {len(ok)}/{len(probes)} x 200, "
           f"other answers {others or 'none'}, slowest 200 {slowest}")
-    return 0 if len(ok) == len(probes) else 1
+    chat_ok = bool(chats) and chats[0][0] == 200 and chats[0][1] in ("stop", "length")
+    if chats:
+        st, reason, dt, toks = chats[0]
+        print(f"chat request halfway: status {st}, finish_reason {reason}, {toks} tokens in {dt:.2f} s")
+    else:
+        print("chat request halfway: not sent (run too short)")
+    return 0 if len(ok) == len(probes) and chat_ok else 1
 
 
 if __name__ == "__main__":

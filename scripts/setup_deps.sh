@@ -7,7 +7,7 @@ pkgs=(build-essential cmake g++ git pkg-config
       python3 python3-venv python3-pip
       clang libclang-rt-14-dev
       libopenblas-dev
-      libboost-dev  # header-only Boost.Beast: the HTTP request parser of dspark serve
+      libboost-dev  # header-only Boost.Asio + Beast: the HTTP event loop and parser of dspark serve
       prometheus  # promtool lints /metrics; the cluster test runs a Prometheus on loopback
       haproxy     # the cluster test's load balancer (deploy/haproxy/dspark.cfg)
       chromium)   # the chat page test drives headless Chromium

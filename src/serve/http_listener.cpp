@@ -2,13 +2,14 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <boost/asio.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +21,8 @@
 
 namespace dspark::serve {
 
+namespace asio = boost::asio;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -28,7 +31,7 @@ constexpr auto kLingerTime = std::chrono::seconds(5);  // lingering close: longe
 constexpr size_t kLingerBytes = 16u << 20;             // ... and most input discarded meanwhile
 constexpr size_t kReadChunk = 64 * 1024;               // bytes per recv
 constexpr int kReadsPerWake = 16;                      // recv calls per connection per loop pass (fairness)
-constexpr int kMaxPollMs = 1000;                       // the loop re-checks deadlines at least this often
+constexpr auto kTick = std::chrono::milliseconds(100);  // how often the loop checks deadlines
 constexpr rlim_t kFdReserve = 64;                      // descriptors kept for everything but connections
 constexpr int kListenBacklog = 512;
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // out of descriptors: retry accepting after this
@@ -96,7 +99,10 @@ void discard_queued_input(int fd) {
 
 // A connection while the loop owns it (not while a handler thread has it).
 struct HttpListener::Conn {
-  int fd = -1;
+  explicit Conn(asio::ip::tcp::socket s) : sock(std::move(s)), fd(sock.native_handle()) {}
+  asio::ip::tcp::socket sock;
+  int fd;
+  uint64_t id = 0;
   std::string ip;
   std::string in;   // received bytes not yet consumed by a request
   std::string out;  // bytes queued for the client (written as the socket accepts them)
@@ -109,6 +115,17 @@ struct HttpListener::Conn {
   bool in_request = false;     // the current request has started arriving
   Clock::time_point request_start;  // its first byte
   Clock::time_point deadline;       // of whatever the connection waits for (see check_deadlines)
+  // One readiness wait of each kind at most. A wait started before the connection went to a
+  // handler thread is cancelled then; its generation no longer matches when it completes.
+  bool read_armed = false, write_armed = false;
+  uint64_t read_gen = 0, write_gen = 0;
+};
+
+struct HttpListener::Loop {
+  asio::io_context ioc{1};
+  asio::ip::tcp::acceptor acceptor{ioc};
+  asio::steady_timer ticker{ioc};
+  asio::steady_timer accept_pause{ioc};
 };
 
 bool HttpConn::client_gone(bool headers_sent) {
@@ -132,45 +149,40 @@ bool HttpConn::client_gone(bool headers_sent) {
 }
 
 HttpListener::HttpListener(HttpListenerOptions opt, Handler handler, ErrorBody error_body, Logger logger)
-    : opt_(std::move(opt)), handler_(std::move(handler)), error_body_(std::move(error_body)), logger_(std::move(logger)) {}
+    : opt_(std::move(opt)),
+      handler_(std::move(handler)),
+      error_body_(std::move(error_body)),
+      logger_(std::move(logger)),
+      loop_(std::make_unique<Loop>()) {}
 
 HttpListener::~HttpListener() {
   stop();
-  for (auto& [fd, c] : conns_) ::close(fd);
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-  for (int fd : wake_)
-    if (fd >= 0) ::close(fd);
+  conns_.clear();  // closes the sockets (run() already did, if it ran)
 }
 
 Status HttpListener::bind() {
   const std::string where = opt_.host + ":" + std::to_string(opt_.port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(opt_.host.c_str(), std::to_string(opt_.port).c_str(), &hints, &res); rc != 0)
-    return Status::error("cannot bind " + where + ": " + ::gai_strerror(rc));
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver resolver(loop_->ioc);
+  const auto endpoints = resolver.resolve(opt_.host, std::to_string(opt_.port),
+                                          asio::ip::resolver_base::passive | asio::ip::resolver_base::numeric_service, ec);
+  if (ec) return Status::error("cannot bind " + where + ": " + ec.message());
   std::string why = "no address";
-  for (addrinfo* a = res; a; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, kListenBacklog) == 0) {
-      listen_fd_ = fd;
-      break;
-    }
-    why = std::strerror(errno);
-    ::close(fd);
+  for (const auto& e : endpoints) {
+    auto& a = loop_->acceptor;
+    boost::system::error_code err;
+    a.open(e.endpoint().protocol(), err);
+    if (!err) a.set_option(asio::socket_base::reuse_address(true), err);
+    if (!err) a.bind(e.endpoint(), err);
+    if (!err) a.listen(kListenBacklog, err);
+    if (!err) break;
+    why = err.message();
+    boost::system::error_code ignored;
+    a.close(ignored);
   }
-  ::freeaddrinfo(res);
-  if (listen_fd_ < 0) return Status::error("cannot bind " + where + " (" + why + ")");
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  ::getsockname(listen_fd_, (sockaddr*)&ss, &len);
-  port_ = ss.ss_family == AF_INET6 ? ntohs(((sockaddr_in6*)&ss)->sin6_port) : ntohs(((sockaddr_in*)&ss)->sin_port);
-  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::error(std::string("pipe: ") + std::strerror(errno));
+  if (!loop_->acceptor.is_open()) return Status::error("cannot bind " + where + " (" + why + ")");
+  ::fcntl(loop_->acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
+  port_ = loop_->acceptor.local_endpoint(ec).port();
   // Every open connection is a descriptor: raise the soft limit as far as the connection cap needs
   // (and the hard limit allows), else lower the cap to what fits.
   rlimit rl{};
@@ -192,107 +204,116 @@ Status HttpListener::bind() {
 
 void HttpListener::stop() {
   if (stopping_.exchange(true)) return;
-  if (wake_[1] >= 0) {
-    const char b = 1;
-    (void)!::write(wake_[1], &b, 1);
-  }
+  loop_->ioc.stop();  // thread-safe; a run() that has not started yet returns at once
 }
 
 void HttpListener::run() {
-  std::vector<pollfd> fds;
-  std::vector<Conn*> polled;
-  while (!stopping_) {
-    fds.clear();
-    polled.clear();
-    // Out of descriptors, the listening socket stays readable: leave it out of the poll for a while
-    // instead of spinning on it.
-    fds.push_back({listen_fd_, (short)(Clock::now() >= accept_paused_until_ ? POLLIN : 0), 0});
-    fds.push_back({wake_[0], POLLIN, 0});
-    const size_t max_buffered = opt_.limits.max_head_bytes + opt_.limits.max_body_bytes;
-    size_t buffered = 0;
-    for (auto& [fd, c] : conns_) buffered += c->in.size();
-    for (auto& [fd, c] : conns_) {
-      if (c->owned) continue;
-      short ev = 0;
-      if (!c->out.empty()) ev |= POLLOUT;
-      const bool room = c->in.empty() || (c->in.size() < max_buffered && buffered < kMaxBufferedInput);
-      if (!c->eof && (c->lingering || c->close_after || room)) ev |= POLLIN;
-      fds.push_back({fd, ev, 0});
-      polled.push_back(c.get());
-    }
-    const int n = ::poll(fds.data(), fds.size(), poll_timeout_ms(Clock::now()));
-    if (n < 0 && errno != EINTR) break;
-    if (stopping_) break;
-    if (n > 0) {
-      if (fds[1].revents & POLLIN) {
-        char tmp[64];
-        while (::read(wake_[0], tmp, sizeof tmp) > 0) {
-        }
-      }
-      // Connections may close while this pass runs: look each one up by descriptor first.
-      for (size_t i = 2; i < fds.size(); ++i) {
-        if (!fds[i].revents) continue;
-        auto it = conns_.find(fds[i].fd);
-        if (it == conns_.end() || it->second.get() != polled[i - 2]) continue;
-        Conn& c = *it->second;
-        if (fds[i].revents & (POLLERR | POLLNVAL)) {
-          close_now(c.fd);
-          continue;
-        }
-        if (fds[i].revents & (POLLIN | POLLHUP)) on_readable(c);
-        it = conns_.find(fds[i].fd);
-        if (it != conns_.end() && it->second.get() == polled[i - 2] && (fds[i].revents & POLLOUT))
-          on_writable(*it->second);
-      }
-      if (fds[0].revents & POLLIN) accept_all();
-    }
-    take_returned();
-    check_deadlines(Clock::now());
+  if (!stopping_) {
+    accept_next();
+    tick();
+    loop_->ioc.run();  // until stop()
   }
+  boost::system::error_code ignored;
+  loop_->acceptor.close(ignored);
   // Cut the connections handler threads still hold (streams were given their drain time by the
   // caller), wait for the threads, then close everything.
   std::unique_lock lk(mu_);
-  for (auto& [fd, c] : conns_)
-    if (c->owned) ::shutdown(fd, SHUT_RDWR);
+  for (auto& [id, c] : conns_)
+    if (c->owned) ::shutdown(c->fd, SHUT_RDWR);
   cv_.wait(lk, [&] { return handlers_ == 0; });
   lk.unlock();
-  for (auto& [fd, c] : conns_) ::close(fd);
   conns_.clear();
   per_ip_.clear();
+  buffered_ = 0;
 }
 
-void HttpListener::accept_all() {
-  for (;;) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-        accept_paused_until_ = Clock::now() + kAcceptPause;
-      return;  // EAGAIN: none left
+HttpListener::Conn* HttpListener::find(uint64_t id) {
+  auto it = conns_.find(id);
+  return it == conns_.end() ? nullptr : it->second.get();
+}
+
+void HttpListener::accept_next() {
+  loop_->acceptor.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket sock) {
+    if (stopping_ || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors (or memory): the listening socket stays readable, so accepting again at
+      // once would spin. Pause, then retry.
+      if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space || ec == asio::error::no_memory ||
+          ec.value() == ENFILE) {
+        loop_->accept_pause.expires_after(kAcceptPause);
+        loop_->accept_pause.async_wait([this](const boost::system::error_code& e) {
+          if (!e) accept_next();
+        });
+        return;
+      }
+      return accept_next();  // ECONNABORTED and the like: that client only
     }
+    const int fd = sock.native_handle();
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     timeval tv{opt_.io_timeout_s, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // handler threads' blocking writes
     std::string ip = peer_address(fd);
     if ((int)conns_.size() >= opt_.max_connections) {
       refuse(fd, "too many open connections; retry later");
-      continue;
-    }
-    if (opt_.max_connections_per_ip > 0 && per_ip_[ip] >= opt_.max_connections_per_ip) {
+    } else if (opt_.max_connections_per_ip > 0 && per_ip_[ip] >= opt_.max_connections_per_ip) {
       refuse(fd, "too many open connections from your address; retry later");
-      continue;
+    } else {
+      ++per_ip_[ip];
+      auto c = std::make_unique<Conn>(std::move(sock));
+      c->id = next_id_++;
+      c->ip = std::move(ip);
+      c->deadline = Clock::now() + std::chrono::seconds(opt_.idle_timeout_s);  // idle until its first byte
+      Conn& ref = *c;
+      conns_.emplace(ref.id, std::move(c));
+      arm(ref);
     }
-    ++per_ip_[ip];
-    auto c = std::make_unique<Conn>();
-    c->fd = fd;
-    c->ip = std::move(ip);
-    c->deadline = Clock::now() + std::chrono::seconds(opt_.idle_timeout_s);  // idle until its first byte
-    conns_.emplace(fd, std::move(c));
+    accept_next();
+  });
+}
+
+void HttpListener::tick() {
+  check_deadlines(Clock::now());
+  // A connection left unread while the input of all connections was at its bound reads again now.
+  for (auto& [id, c] : conns_) arm(*c);
+  loop_->ticker.expires_after(kTick);
+  loop_->ticker.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && !stopping_) tick();
+  });
+}
+
+void HttpListener::arm(Conn& c) {
+  if (c.owned) return;
+  const uint64_t id = c.id;
+  if (!c.out.empty() && !c.write_armed) {
+    c.write_armed = true;
+    c.sock.async_wait(asio::socket_base::wait_write, [this, id, gen = ++c.write_gen](const boost::system::error_code& ec) {
+      Conn* c = find(id);
+      if (!c || c->write_gen != gen) return;
+      c->write_armed = false;
+      if (ec || c->owned) return;
+      on_writable(*c);
+      if ((c = find(id))) arm(*c);
+    });
+  }
+  const size_t max_buffered = opt_.limits.max_head_bytes + opt_.limits.max_body_bytes;
+  const bool room = c.in.empty() || (c.in.size() < max_buffered && buffered_ < kMaxBufferedInput);
+  if (!c.eof && (c.lingering || c.close_after || room) && !c.read_armed) {
+    c.read_armed = true;
+    c.sock.async_wait(asio::socket_base::wait_read, [this, id, gen = ++c.read_gen](const boost::system::error_code& ec) {
+      Conn* c = find(id);
+      if (!c || c->read_gen != gen) return;
+      c->read_armed = false;
+      if (ec || c->owned) return;
+      on_readable(*c);
+      if ((c = find(id))) arm(*c);
+    });
   }
 }
 
-// Over a connection limit: a best-effort 503 on a socket the loop never keeps.
+// Over a connection limit: a best-effort 503 on a socket the loop never keeps (the caller's socket
+// object closes it).
 void HttpListener::refuse(int fd, const std::string& message) {
   const std::string body = error_body_(503, message);
   const std::string msg = status_line(1, 503) + "Content-Type: application/json\r\nContent-Length: " +
@@ -300,17 +321,19 @@ void HttpListener::refuse(int fd, const std::string& message) {
   discard_queued_input(fd);
   (void)!::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   ::shutdown(fd, SHUT_WR);
-  ::close(fd);
   logger_(nullptr, 503, body.size());
 }
 
-void HttpListener::close_now(int fd) {
-  auto it = conns_.find(fd);
-  if (it == conns_.end()) return;
-  auto ip = per_ip_.find(it->second->ip);
+void HttpListener::close_now(Conn& c) {
+  auto ip = per_ip_.find(c.ip);
   if (ip != per_ip_.end() && --ip->second <= 0) per_ip_.erase(ip);
-  ::close(fd);
-  conns_.erase(it);
+  buffered_ -= c.in.size();
+  conns_.erase(c.id);  // the socket closes; its pending waits complete as aborted and find nothing
+}
+
+void HttpListener::consumed(Conn& c, size_t n) {
+  c.in.erase(0, n);
+  buffered_ -= n;
 }
 
 void HttpListener::on_readable(Conn& c) {
@@ -322,20 +345,21 @@ void HttpListener::on_readable(Conn& c) {
     if (k > 0) {
       if (!discard) {
         c.in.append(tmp, (size_t)k);
+        buffered_ += (size_t)k;
         continue;
       }
       c.discarded += (size_t)k;
-      if (c.discarded > kLingerBytes) return close_now(fd);
+      if (c.discarded > kLingerBytes) return close_now(c);
       continue;
     }
     if (k == 0) {
       c.eof = true;
-      if (c.lingering) return close_now(fd);  // the client has read our reply and closed
+      if (c.lingering) return close_now(c);  // the client has read our reply and closed
       break;
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    return close_now(fd);  // reset
+    return close_now(c);  // reset
   }
   if (!discard) process(c);
 }
@@ -346,7 +370,7 @@ void HttpListener::on_writable(Conn& c) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return close_now(c.fd);
+      return close_now(c);
     }
     c.out.erase(0, (size_t)n);
     c.deadline = Clock::now() + std::chrono::seconds(opt_.io_timeout_s);  // progress: a fresh write deadline
@@ -359,7 +383,7 @@ void HttpListener::on_writable(Conn& c) {
 void HttpListener::start_close(Conn& c) {
   c.close_after = true;
   if (!c.out.empty()) return;  // on_writable comes back here when the reply is out
-  if (c.eof) return close_now(c.fd);  // all input was read: a plain close sends no reset
+  if (c.eof) return close_now(c);  // all input was read: a plain close sends no reset
   ::shutdown(c.fd, SHUT_WR);
   c.lingering = true;
   c.deadline = Clock::now() + kLingerTime;
@@ -369,7 +393,7 @@ void HttpListener::process(Conn& c) {
   while (!c.owned && !c.close_after && c.out.empty()) {
     const auto now = Clock::now();
     if (c.in.empty()) {
-      if (c.eof) return close_now(c.fd);  // nothing (more) to answer
+      if (c.eof) return close_now(c);  // nothing (more) to answer
       c.deadline = now + std::chrono::seconds(opt_.idle_timeout_s);  // idle: wait for the next request
       return;
     }
@@ -396,12 +420,12 @@ void HttpListener::process(Conn& c) {
           c.out += "HTTP/1.1 100 Continue\r\n\r\n";
         }
       }
-      if (c.eof) return close_now(c.fd);  // the client stopped sending: nothing to answer
+      if (c.eof) return close_now(c);  // the client stopped sending: nothing to answer
       c.deadline = c.out.empty() ? until : std::min(until, now + std::chrono::seconds(opt_.io_timeout_s));
       return;
     }
     if (r.state == ParseState::kError) return queue_error(c, r.status, r.message);
-    c.in.erase(0, r.consumed);
+    consumed(c, r.consumed);
     c.in_request = false;
     c.sent_continue = false;
     if (inline_ && inline_(req)) {
@@ -447,9 +471,16 @@ void HttpListener::dispatch(Conn& c, HttpRequest req) {
     }
   }
   if (c.owned) {
+    // The handler thread has the socket to itself: no wait of the loop's may still complete on it.
+    boost::system::error_code ignored;
+    c.sock.cancel(ignored);
+    c.read_armed = c.write_armed = false;
+    ++c.read_gen;
+    ++c.write_gen;
     try {
-      std::thread([this, fd = c.fd, eof = c.eof, r = req]() mutable { handle_in_thread(fd, eof, std::move(r)); })
-          .detach();
+      std::thread([this, id = c.id, fd = c.fd, eof = c.eof, r = req]() mutable {
+        handle_in_thread(id, fd, eof, std::move(r));
+      }).detach();
       return;
     } catch (const std::system_error&) {  // no thread to be had (a process or memory limit): busy
       std::lock_guard lk(mu_);
@@ -465,7 +496,7 @@ void HttpListener::dispatch(Conn& c, HttpRequest req) {
   queue_reply(c, &req, reply, false);
 }
 
-void HttpListener::handle_in_thread(int fd, bool eof, HttpRequest req) {
+void HttpListener::handle_in_thread(uint64_t id, int fd, bool eof, HttpRequest req) {
   HttpConn conn(fd, req.minor);
   conn.eof_ = eof;
   bool keep = false, ok = false;
@@ -478,61 +509,38 @@ void HttpListener::handle_in_thread(int fd, bool eof, HttpRequest req) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dspark serve: %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
   }
-  {
-    std::lock_guard lk(mu_);
-    returned_.push_back({fd, keep && ok, conn.gone_ || !ok, conn.eof_});
-    const char b = 0;
-    (void)!::write(wake_[1], &b, 1);  // under the lock: run() returns (and the pipe closes) only after
-    --handlers_;                      // the last thread has left this block
-    cv_.notify_all();
-  }
+  std::lock_guard lk(mu_);
+  // Under the lock: run() returns (and the listener may be destroyed) only after the last thread
+  // has left this block. After stop() the io_context no longer runs what is posted; run() closes.
+  asio::post(loop_->ioc, [this, r = Returned{id, keep && ok, conn.gone_ || !ok, conn.eof_}] { on_returned(r); });
+  --handlers_;
+  cv_.notify_all();
 }
 
-void HttpListener::take_returned() {
-  std::vector<Returned> back;
-  {
-    std::lock_guard lk(mu_);
-    back.swap(returned_);
-  }
-  for (const Returned& r : back) {
-    auto it = conns_.find(r.fd);
-    if (it == conns_.end()) continue;
-    Conn& c = *it->second;
-    c.owned = false;
-    c.eof = c.eof || r.eof;
-    if (r.gone) {
-      close_now(r.fd);
-    } else if (!r.keep) {
-      start_close(c);
-    } else {
-      process(c);  // a pipelined request may be waiting already; else it waits idle
-    }
-  }
+void HttpListener::on_returned(const Returned& r) {
+  Conn* c = find(r.id);
+  if (!c) return;
+  c->owned = false;
+  c->eof = c->eof || r.eof;
+  if (r.gone) return close_now(*c);
+  if (!r.keep) start_close(*c);
+  else process(*c);  // a pipelined request may be waiting already; else it waits idle
+  if ((c = find(r.id))) arm(*c);
 }
 
 // What a connection waits for decides what its deadline means: a lingering close or a reply
 // being written (close), a request arriving (408), or the next request of an idle keep-alive
 // connection (close quietly).
 void HttpListener::check_deadlines(Clock::time_point now) {
-  std::vector<int> expired;
-  for (auto& [fd, c] : conns_)
-    if (!c->owned && now >= c->deadline) expired.push_back(fd);
-  for (int fd : expired) {
-    auto it = conns_.find(fd);
-    if (it == conns_.end()) continue;
-    Conn& c = *it->second;
-    if (c.lingering || c.close_after || !c.out.empty() || !c.in_request) close_now(fd);
-    else queue_error(c, 408, "the request did not arrive in time");
+  std::vector<uint64_t> expired;
+  for (auto& [id, c] : conns_)
+    if (!c->owned && now >= c->deadline) expired.push_back(id);
+  for (uint64_t id : expired) {
+    Conn* c = find(id);
+    if (!c) continue;
+    if (c->lingering || c->close_after || !c->out.empty() || !c->in_request) close_now(*c);
+    else queue_error(*c, 408, "the request did not arrive in time");
   }
-}
-
-int HttpListener::poll_timeout_ms(Clock::time_point now) const {
-  auto next = now + std::chrono::milliseconds(kMaxPollMs);
-  if (accept_paused_until_ > now) next = std::min(next, accept_paused_until_);
-  for (const auto& [fd, c] : conns_)
-    if (!c->owned) next = std::min(next, c->deadline);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
-  return (int)std::clamp<int64_t>(ms + 1, 0, kMaxPollMs);
 }
 
 bool HttpListener::write_reply(int fd, HttpConn& conn, const HttpRequest* req, HttpReply& reply, bool keep_alive,

@@ -1,13 +1,14 @@
-// The HTTP/1.1 server under `dspark serve`: POSIX sockets, requests parsed by http_parse.h
-// (Boost.Beast's parser). One
-// event loop (poll) owns every connection while it is idle or its request is arriving, so an idle
-// or slow client costs a socket and a deadline, not a thread; a complete request goes to a thread
-// of its own (a generation may block for minutes, a stream writes for as long as it runs), and the
-// connection comes back to the loop for its next request. Written here rather than taken from a
-// library because a server that holds an expensive generation per request must see its client
-// leave: Debian 12's cpp-httplib (0.11) gives a handler no way to notice that the client of a
-// non-streamed request has gone, answered one of three pipelined requests, and gave a client that
-// half-closed after sending an empty reply about half the time.
+// The HTTP/1.1 server under `dspark serve`: Boost.Asio's event loop (one io_context thread) owns
+// every connection while it is idle or its request is arriving, so an idle or slow client costs a
+// socket and a deadline, not a thread; requests are parsed by http_parse.h (Boost.Beast's parser
+// plus our checks). A complete request goes to a thread of its own (a generation may block for
+// minutes, a stream writes for as long as it runs), and the connection comes back to the loop for
+// its next request. The loop waits for readiness (socket::async_wait) and reads and writes the
+// socket itself, without blocking, because a connection a handler thread holds must stay a plain
+// blocking socket: the handler writes its stream with the socket's send timeout and polls it to
+// see its client leave. Debian 12's cpp-httplib (0.11), used before, gives a handler no way to
+// notice that the client of a non-streamed request has gone, answered one of three pipelined
+// requests, and gave a client that half-closed after sending an empty reply about half the time.
 //
 // What it does:
 // - keep-alive and pipelining: requests on one connection are answered in order, every one;
@@ -121,29 +122,33 @@ class HttpListener {
 
  private:
   struct Conn;  // a connection as the loop keeps it (http_listener.cpp)
+  struct Loop;  // Asio's io_context, the acceptor and the timer (http_listener.cpp)
   using Clock = std::chrono::steady_clock;
   // A connection a handler thread gives back to the loop.
   struct Returned {
-    int fd;
+    uint64_t id;
     bool keep;  // answered and kept alive: read its next request
     bool gone;  // the client is gone: close at once
     bool eof;   // the client shut down its sending side
   };
 
-  void accept_all();
+  void accept_next();
+  void tick();             // every kTick: deadlines, and connections that may read again
+  void arm(Conn& c);       // waits for what the connection can do next (read, write)
+  Conn* find(uint64_t id);
   void refuse(int fd, const std::string& message);
   void on_readable(Conn& c);
   void on_writable(Conn& c);
   void process(Conn& c);  // parses what has arrived: answers, dispatches or waits
   void dispatch(Conn& c, HttpRequest req);
-  void handle_in_thread(int fd, bool eof, HttpRequest req);
+  void handle_in_thread(uint64_t id, int fd, bool eof, HttpRequest req);
+  void on_returned(const Returned& r);
   void queue_reply(Conn& c, const HttpRequest* req, const HttpReply& reply, bool keep_alive);
   void queue_error(Conn& c, int status, const std::string& message);
   void start_close(Conn& c);  // lingering close once the queued bytes are written
-  void close_now(int fd);
+  void close_now(Conn& c);
+  void consumed(Conn& c, size_t n);  // drops the first n bytes of c.in
   void check_deadlines(Clock::time_point now);
-  int poll_timeout_ms(Clock::time_point now) const;
-  void take_returned();
   bool write_reply(int fd, HttpConn& conn, const HttpRequest* req, HttpReply& reply, bool keep_alive,
                    size_t* body_bytes);
 
@@ -153,17 +158,16 @@ class HttpListener {
   Logger logger_;
   HeadCheck head_check_;
   InlineRoute inline_;
-  int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};  // stop() and handler threads write a byte to wake the loop
+  std::unique_ptr<Loop> loop_;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
-  std::map<int, std::unique_ptr<Conn>> conns_;  // by fd; the loop thread's alone
-  std::map<std::string, int> per_ip_;           // open connections by client address (loop thread)
-  Clock::time_point accept_paused_until_;       // out of descriptors: not accepting until then
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::unique_ptr<Conn>> conns_;  // by id; the loop thread's alone
+  std::map<std::string, int> per_ip_;                // open connections by client address (loop thread)
+  size_t buffered_ = 0;                              // bytes in every connection's `in` (loop thread)
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Returned> returned_;  // guarded by mu_
-  int handlers_ = 0;                // handler threads running (guarded by mu_)
+  int handlers_ = 0;  // handler threads running (guarded by mu_)
 };
 
 }  // namespace dspark::serve
