@@ -1,6 +1,9 @@
 #include "eval/ab_arm.h"
 
 #include <cctype>
+#include <string_view>
+
+#include "generate/lm_head.h"
 
 namespace dspark::eval {
 
@@ -28,14 +31,15 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
   arm.name = name;
   arm.text = spec;
   const std::string where = "arm " + name + ": ";
+  // "lm-head=" must be the last key; its value goes through the one LM-head parser.
   std::string rest = spec;
-  for (const std::string head : {"argmax", "full"}) {
-    const std::string key = ",lm-head=" + head;
-    if (rest.size() > key.size() && rest.compare(rest.size() - key.size(), std::string::npos, key) == 0) {
-      arm.full_lm_head = head == "full";
-      rest.resize(rest.size() - key.size());
-      break;
-    }
+  const size_t key = rest.rfind("lm-head=");
+  if (key != std::string::npos && (key == 0 || rest[key - 1] == ',') && rest.find(',', key) == std::string::npos) {
+    auto head = parse_lm_head(std::string_view(rest).substr(key + 8), /*allow_both=*/false);
+    if (!head) return Status::error(where + head.message());
+    arm.full_lm_head = *head == LmHead::kFull;
+    if (key == 0) return Status::error(where + "lm-head (argmax or full) goes last, after the arm, e.g. 'serial,lm-head=full'");
+    rest.resize(key - 1);
   }
   if (rest.find("lm-head") != std::string::npos)
     return Status::error(where + "lm-head (argmax or full) goes last, after the arm, e.g. 'serial,lm-head=full'");

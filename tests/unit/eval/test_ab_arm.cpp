@@ -32,6 +32,17 @@ TEST(AbArm, ParsesSerialAndDrafterSpecs) {
   EXPECT_EQ(full->drafter.quant, spec::DraftQuant::kAuto);
 }
 
+TEST(AbArm, LmHeadIsTheLastKey) {
+  auto f = parse_arm_spec("F", "serial,lm-head=full");
+  ASSERT_TRUE(f) << f.message();
+  EXPECT_TRUE(f->serial);
+  EXPECT_TRUE(f->full_lm_head);
+  auto a = parse_arm_spec("G", "draft-kind=ngram,num-draft-tokens=3,lm-head=argmax");
+  ASSERT_TRUE(a) << a.message();
+  EXPECT_FALSE(a->full_lm_head);
+  EXPECT_EQ(a->drafter.gamma, 3);
+}
+
 TEST(AbArm, RejectsBadSpecsNamingTheProblem) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "empty"},
@@ -51,6 +62,10 @@ TEST(AbArm, RejectsBadSpecsNamingTheProblem) {
       {"draft-model=x,draft-schedule=fast", "draft-schedule"},
       {"draft-model=x,draft-copy=maybe", "draft-copy"},
       {"draft-model=x,draft-quant=int2", "draft-quant"},
+      {"serial,lm-head=sparse", "lm-head must be argmax or full, not 'sparse'"},
+      {"serial,lm-head=both", "lm-head must be argmax or full"},
+      {"lm-head=full", "goes last, after the arm"},
+      {"serial,lm-head=full,draft-kind=ngram", "goes last"},
   };
   for (const auto& [spec, needle] : cases) {
     auto r = parse_arm_spec("B", spec);
