@@ -4,12 +4,17 @@
 // arm with arm 0 (paired bootstrap over prompts) and applies the verdict rule.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/threadpool.h"
 
 #include "eval/ab_report.h"
 #include "runtime/loaded_model.h"
 #include "eval/prompts.h"
+#include "runtime/drafter_mount.h"
 #include "runtime/registry.h"
 
 namespace dspark::eval {
@@ -31,7 +36,33 @@ struct AbOptions {
   std::vector<double> verify_table_ms;
 };
 
-// Exit code: 0 every comparison passes, 1 one fails (or generation failed), 2 bad input.
-int run_ab(const AbOptions& opt, const runtime::LoadedModel& lm);
+// What a run reports while it works (each optional).
+struct AbEvents {
+  std::function<void(const std::string& line)> note;      // the shared verify table, quantization notes, mismatches
+  std::function<void(uint64_t done, uint64_t total)> progress;  // runs (prompt x repeat x arm)
+};
+
+// Everything checked and loaded before the first timed run: prompts, drafters, the verify table.
+struct AbPlan {
+  AbOptions opt;
+  const runtime::LoadedModel* lm = nullptr;
+  AbReport report;                               // settings, prompts and arms filled in; records empty
+  std::vector<std::vector<int32_t>> ids;         // [n_prompts][prompt_tokens] that fit the context
+  std::unique_ptr<ThreadPool> pool;              // before the mounts: they run on it
+  std::vector<std::unique_ptr<runtime::MountedDrafter>> mounts;  // [n_arms], null for serial arms
+  std::vector<std::shared_ptr<const spec::SuffixIndex>> indexes;  // held open until the arms are built
+};
+
+// Checks the prompts and every arm, measures (or takes) the shared verify table and mounts one
+// drafter per arm. An error here is bad input.
+Result<std::unique_ptr<AbPlan>> plan_ab(const AbOptions& opt, const runtime::LoadedModel& lm, const AbEvents& events);
+
+// Runs every prompt under every arm and compares the arms (report.pass(): the verdict). An error
+// here is a failed generation.
+Result<AbReport> run_ab(AbPlan& plan, const AbEvents& events);
+
+// --plot: writes the report's JSON to a temporary file and runs the plotting script on it. Returns
+// what happened, as one line ("plot written to ...", or why there is no plot: a warning).
+std::string plot_ab(const AbOptions& opt, const nlohmann::json& report_json);
 
 }  // namespace dspark::eval
