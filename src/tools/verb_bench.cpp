@@ -7,12 +7,12 @@
 
 #include "core/progress.h"
 #include "core/threadpool.h"
+#include "eval/bench_spec.h"
 #include "eval/speed_bench.h"
 #include "kernels/profiling_backend.h"
 #include "runtime/loaded_model.h"
 #include "sample/sampler.h"
 #include "tools/args.h"
-#include "tools/bench_spec.h"
 #include "tools/common_flags.h"
 #include "tools/sampler_flags.h"
 #include "tools/spec_flags.h"
@@ -29,9 +29,9 @@ struct BenchFlags {
   int64_t threads = ThreadPool::default_threads();
   eval::SpeedBenchOptions speed;
   bool json = false, spec_mode = false, no_chat = false, verbose = false, profile = false;
-  BenchSpecOptions sopt;
+  eval::BenchSpecOptions sopt;
   SpecFlags spec_flags;  // --spec: the drafter; n-gram unless told otherwise, checkpoints as given
-  int64_t n_spec_prompts = BenchSpecOptions{}.n_prompts;
+  int64_t n_spec_prompts = eval::BenchSpecOptions{}.n_prompts;
   SamplerFlags sf;
 };
 
@@ -111,15 +111,22 @@ int verb_bench(int argc, char** argv) {
   if (!lm) return fail(lm.message());
   if (f.verbose) std::fputs((runtime::plan_report(*tb) + runtime::kernel_report(*lm->model)).c_str(), stderr);
   if (f.spec_mode) {
-    BenchSpecOptions& so = f.sopt;
+    eval::BenchSpecOptions& so = f.sopt;
     so.n_gen = f.speed.n_gen;
     so.n_prompts = f.n_spec_prompts;
     so.chat = !f.no_chat;
-    so.json = f.json;
     so.threads = f.threads;
     so.sampler = f.speed.sampler;
     so.drafter = f.spec_flags.config;
-    return run_bench_spec(so, *lm);
+    auto bar = std::make_shared<ProgressBar>("bench --spec", 0, " prompts");
+    auto j = eval::run_bench_spec(so, *lm, [&bar](uint64_t done, uint64_t total) {
+      if (done == 1) bar = std::make_shared<ProgressBar>("bench --spec", total, " prompts");
+      bar->update(done);
+    });
+    if (!j) return fail(j.message());
+    if (f.json) std::printf("%s\n", j->dump().c_str());
+    else std::fputs(eval::format_bench_spec(*j).c_str(), stdout);
+    return 0;
   }
   auto bar = std::make_shared<std::unique_ptr<ProgressBar>>();
   auto j = eval::run_speed_bench(f.speed, *lm, f.profile ? &prof : nullptr,

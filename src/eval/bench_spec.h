@@ -3,25 +3,32 @@
 // speedup ratio. Both arms share the model, the thread pool and the prompt.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <nlohmann/json.hpp>
 
 #include "runtime/drafter_factory.h"
 #include "eval/prompts.h"
 #include "runtime/registry.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 struct BenchSpecOptions {
   std::string prompts = runtime::default_prompt_file();  // data/spec_bench_dev.jsonl (Spec-Bench dev)
   int64_t n_prompts = 26;      // sampled round-robin over categories
   int64_t n_gen = 128;
   bool chat = true;
-  bool json = false;
   int64_t threads = 2;
   spec::SpecConfig drafter;
   sample::SamplerConfig sampler;  // seed: prompt i uses seed + i in both arms
 };
 
-int run_bench_spec(const BenchSpecOptions& opt, const runtime::LoadedModel& lm);
+// Runs both arms on every prompt that fits; returns one JSON object (`dspark bench --spec --json`
+// prints it). progress: prompts done of total. Errors: a bad prompt file or drafter.
+Result<nlohmann::json> run_bench_spec(const BenchSpecOptions& opt, const runtime::LoadedModel& lm,
+                                      const std::function<void(uint64_t done, uint64_t total)>& progress);
 
-}  // namespace dspark::tools
+// The run as markdown (what `dspark bench --spec` prints without --json).
+std::string format_bench_spec(const nlohmann::json& j);
+
+}  // namespace dspark::eval

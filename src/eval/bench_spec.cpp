@@ -1,6 +1,4 @@
-#include "tools/bench_spec.h"
-
-#include "tools/spec_flags.h"
+#include "eval/bench_spec.h"
 
 #include <cstdio>
 #include <map>
@@ -9,13 +7,11 @@
 #include "generate/generate.h"
 #include "runtime/drafter_mount.h"
 #include "eval/arm_run.h"
-#include "core/progress.h"
 #include "eval/prompts.h"
 
-namespace dspark::tools {
+namespace dspark::eval {
 
 using namespace dspark::runtime;  // registry, loaded model, drafter factory
-using namespace dspark::eval;     // arm runs, evaluation prompts
 
 namespace {
 
@@ -27,9 +23,10 @@ struct Arm {
 
 }  // namespace
 
-int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
+Result<nlohmann::json> run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm,
+                                      const std::function<void(uint64_t done, uint64_t total)>& progress) {
   auto prompts = load_prompts(opt.prompts, opt.n_prompts);
-  if (!prompts) { std::fprintf(stderr, "dspark bench: %s\n", prompts.message().c_str()); return kExitBadInput; }
+  if (!prompts) return prompts.status();
   ThreadPool pool((int)opt.threads);
   const int64_t n_ctx = 4096;
   model::Session session(*lm.model, {.n_ctx = n_ctx, .max_batch = 512}, &pool);
@@ -43,7 +40,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
   // One drafter per run: begin() resets its state for every prompt, weights load once.
   auto mount = runtime::mount_drafter(
       opt.drafter, {.n_ctx = 4096, .cache_dir = resolve_cache_dir(""), .verify_ms = {}, .verbose = false}, lm, &pool);
-  if (!mount) { std::fprintf(stderr, "dspark bench: %s\n", mount.message().c_str()); return kExitBadInput; }
+  if (!mount) return mount.status();
   runtime::DrafterBundle& bundle = (*mount)->bundle;
   const std::string kind = bundle.kind;
 
@@ -51,7 +48,6 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
   std::map<std::string, spec::SpecStats> stats_by_cat;
   spec::SpecStats total_stats;
   int identical = 0, n_run = 0;
-  ProgressBar bar("bench --spec", prompts->size(), " prompts");
   for (size_t i = 0; i < prompts->size(); ++i) {
     const Prompt& p = (*prompts)[i];
     auto ids = encode_prompt(*lm.tok, lm.chat, p.text, opt.chat);
@@ -62,7 +58,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
     for (int k = 0; k < 2; ++k) {
       const bool run_spec = (k == 1) == (i % 2 == 0);
       auto r = run_arm(lm, session, *ids, gp, run_spec ? &bundle : nullptr);
-      if (!r) { std::fprintf(stderr, "dspark bench: %s\n", r.message().c_str()); return 1; }
+      if (!r) return r.status();
       Arm& arm = (run_spec ? spec_by_cat : serial_by_cat)[p.category];
       arm.ms += r->ms;
       arm.tokens += (int64_t)r->tokens.size();
@@ -76,7 +72,7 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
     }
     identical += serial_tokens == spec_tokens;
     ++n_run;
-    bar.update(i + 1);
+    if (progress) progress(i + 1, prompts->size());
   }
 
   nlohmann::json cats = nlohmann::json::object();
@@ -95,30 +91,45 @@ int run_bench_spec(const BenchSpecOptions& opt, const LoadedModel& lm) {
                       {"sampler", {{"temperature", opt.sampler.temperature}, {"top_k", opt.sampler.top_k},
                                    {"top_p", opt.sampler.top_p}, {"min_p", opt.sampler.min_p}, {"seed", opt.sampler.seed}}},
                       {"per_category", cats}, {"spec", total_stats.to_json()}};
-  if (opt.json) {
-    std::printf("%s\n", j.dump().c_str());
-    return 0;
-  }
-  std::printf("serial vs %s (gamma %d, temperature %g, top-k %d, top-p %g, min-p %g), %d prompts x %lld tokens, %lld threads, arms alternated per prompt\n\n",
-              kind.c_str(), bundle.gamma, opt.sampler.temperature, opt.sampler.top_k, opt.sampler.top_p,
-              opt.sampler.min_p, n_run, (long long)opt.n_gen, (long long)opt.threads);
-  std::printf("| category | serial tok/s | spec tok/s | speedup | tau | acceptance |\n|---|---|---|---|---|---|\n");
-  for (const auto& [cat, c] : cats.items())
-    std::printf("| %s | %.1f | %.1f | %.2fx | %.2f | %.1f%% |\n", cat.c_str(), c["serial_tok_s"].get<double>(),
-                c["spec_tok_s"].get<double>(), c["speedup"].get<double>(), c["tau"].get<double>(),
-                100 * c["acceptance_rate"].get<double>());
-  std::printf("| **all** | %.1f | %.1f | %.2fx | %.2f | %.1f%% |\n", serial_all.tok_s(), spec_all.tok_s(),
-              serial_all.ms / spec_all.ms, total_stats.tau(), 100 * total_stats.acceptance_rate());
-  std::printf("\nacceptance by position (accepted / drafted):");
-  for (size_t i = 0; i < total_stats.drafted_by_pos.size(); ++i)
-    std::printf(" %zu: %.2f", i, total_stats.drafted_by_pos[i] ? (double)total_stats.accepted_by_pos[i] / total_stats.drafted_by_pos[i] : 0.0);
-  if (greedy) std::printf("\noutputs identical to serial: %d / %d\n", identical, n_run);
-  else std::printf("\nsampled at temperature %g (outputs differ by design; the distribution is the target's)\n",
-                   opt.sampler.temperature);
-  std::printf("time: draft %.0f ms, verify %.0f ms, accept %.0f ms, commit %.0f ms over %lld rounds\n",
-              total_stats.draft_ms, total_stats.verify_ms, total_stats.accept_ms, total_stats.commit_ms,
-              (long long)total_stats.rounds);
-  return 0;
+  return j;
 }
 
-}  // namespace dspark::tools
+std::string format_bench_spec(const nlohmann::json& j) {
+  std::string out;
+  char buf[512];
+  auto line = [&](const char* fmt, auto... args) {
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    out += buf;
+  };
+  const nlohmann::json& sm = j["sampler"];
+  const bool greedy = sm["temperature"].get<double>() <= 0;
+  line("serial vs %s (gamma %d, temperature %g, top-k %d, top-p %g, min-p %g), %d prompts x %lld tokens, %lld threads, "
+       "arms alternated per prompt\n\n",
+       j["drafter"].get<std::string>().c_str(), j["gamma"].get<int>(), sm["temperature"].get<double>(),
+       sm["top_k"].get<int>(), sm["top_p"].get<double>(), sm["min_p"].get<double>(), j["prompts"].get<int>(),
+       (long long)j["gen_tokens"].get<int64_t>(), (long long)j["threads"].get<int64_t>());
+  out += "| category | serial tok/s | spec tok/s | speedup | tau | acceptance |\n|---|---|---|---|---|---|\n";
+  for (const auto& [cat, c] : j["per_category"].items())
+    line("| %s | %.1f | %.1f | %.2fx | %.2f | %.1f%% |\n", cat.c_str(), c["serial_tok_s"].get<double>(),
+         c["spec_tok_s"].get<double>(), c["speedup"].get<double>(), c["tau"].get<double>(),
+         100 * c["acceptance_rate"].get<double>());
+  const nlohmann::json& st = j["spec"];
+  line("| **all** | %.1f | %.1f | %.2fx | %.2f | %.1f%% |\n", j["serial_tok_s"].get<double>(), j["spec_tok_s"].get<double>(),
+       j["speedup"].get<double>(), st["tau"].get<double>(), 100 * st["acceptance_rate"].get<double>());
+  out += "\nacceptance by position (accepted / drafted):";
+  const auto& drafted = st["drafted_by_pos"];
+  for (size_t i = 0; i < drafted.size(); ++i) {
+    const double d = drafted[i].get<double>();
+    line(" %zu: %.2f", i, d > 0 ? st["accepted_by_pos"][i].get<double>() / d : 0.0);
+  }
+  if (greedy) line("\noutputs identical to serial: %d / %d\n", j["identical_outputs"].get<int>(), j["prompts"].get<int>());
+  else line("\nsampled at temperature %g (outputs differ by design; the distribution is the target's)\n",
+            sm["temperature"].get<double>());
+  const nlohmann::json& t = st["time_ms"];
+  line("time: draft %.0f ms, verify %.0f ms, accept %.0f ms, commit %.0f ms over %lld rounds\n", t["draft"].get<double>(),
+       t["verify"].get<double>(), t["accept"].get<double>(), t["commit"].get<double>(),
+       (long long)st["rounds"].get<int64_t>());
+  return out;
+}
+
+}  // namespace dspark::eval
