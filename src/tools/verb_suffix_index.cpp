@@ -71,6 +71,55 @@ std::string file_sha256(const std::string& path) {
   return h.hex_digest();
 }
 
+// The answers (with prompts: whole sequences) of the ids files, in order, as one stream, each
+// sequence followed by the separator; sources: per file, its sequences and tokens.
+struct IndexStream {
+  std::vector<int32_t> stream;
+  nlohmann::json sources = nlohmann::json::array();
+  uint64_t n_seqs = 0;
+};
+
+Result<IndexStream> read_stream(const std::vector<std::string>& ids_paths, const runtime::LoadedModel& lm,
+                                bool with_prompts) {
+  const int32_t n_vocab = lm.tok->n_vocab();
+  const std::string model_file = fs::path(lm.path).filename().string();
+  IndexStream s;
+  for (const std::string& p : ids_paths) {
+    auto f = read_ids_any(p, n_vocab);
+    if (!f) return f.status();
+    const auto settings = nlohmann::json::parse(f->settings_json, nullptr, false);
+    if (settings.is_object() && settings.contains("model") && settings["model"] != model_file)
+      std::fprintf(stderr, "dspark suffix-index build: note: %s holds answers of %s, the target is %s\n", p.c_str(),
+                   settings["model"].dump().c_str(), model_file.c_str());
+    uint64_t tokens = 0;
+    for (const train::IdsSeq& q : f->seqs) {
+      const size_t from = with_prompts ? 0 : (size_t)q.prompt_len;
+      if (from >= q.tokens.size()) continue;  // no answer
+      s.stream.insert(s.stream.end(), q.tokens.begin() + (int64_t)from, q.tokens.end());
+      s.stream.push_back(spec::kSuffixSeparator);
+      tokens += q.tokens.size() - from;
+      ++s.n_seqs;
+    }
+    s.sources.push_back({{"file", fs::path(p).filename().string()}, {"sequences", f->seqs.size()}, {"tokens", tokens}});
+  }
+  if (s.stream.size() >= (1ull << 32))
+    return Status::error(std::to_string(s.stream.size()) + " tokens; an index holds fewer than 2^32");
+  return s;
+}
+
+// --ids values: comma-separated lists, the flag repeated.
+std::vector<std::string> split_ids_flags(const std::vector<std::string>& flags) {
+  std::vector<std::string> paths;
+  for (const std::string& v : flags)
+    for (size_t from = 0; from <= v.size();) {
+      size_t to = v.find(',', from);
+      if (to == std::string::npos) to = v.size();
+      if (to > from) paths.push_back(v.substr(from, to - from));
+      from = to + 1;
+    }
+  return paths;
+}
+
 }  // namespace
 
 int verb_suffix_index(int argc, char** argv) {
@@ -89,87 +138,44 @@ int verb_suffix_index(int argc, char** argv) {
   args.add("--out,-o", &out, "the index file to write");
   args.add_flag("--with-prompts", &with_prompts, "index the prompt tokens too, not only the answers");
   add_json_flag(args, &json, "print one JSON object (file, bytes, sha256, counts, seconds)");
-  if (argc < 3 || std::string(argv[2]) != "build") {
-    if (argc >= 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h")) {
-      std::printf("%s", args.help().c_str());
-      return 0;
-    }
-    std::fprintf(stderr, "dspark suffix-index: expected 'build' (dspark suffix-index --help)\n");
-    return kExitBadInput;
-  }
-  if (Status st = args.parse(argc, argv, 3); !st) {
-    std::fprintf(stderr, "dspark suffix-index: %s\n", st.message().c_str());
-    return kExitBadInput;
-  }
+  auto fail = [](const std::string& m, int code = kExitBadInput) {
+    std::fprintf(stderr, "dspark suffix-index%s\n", m.c_str());
+    return code;
+  };
+  const bool help = argc >= 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
+  if (help) { std::printf("%s", args.help().c_str()); return 0; }
+  if (argc < 3 || std::string(argv[2]) != "build") return fail(": expected 'build' (dspark suffix-index --help)");
+  if (Status st = args.parse(argc, argv, 3); !st) return fail(": " + st.message());
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
-  std::vector<std::string> ids_paths;
-  for (const std::string& v : ids_flags)
-    for (size_t from = 0; from <= v.size();) {
-      size_t to = v.find(',', from);
-      if (to == std::string::npos) to = v.size();
-      if (to > from) ids_paths.push_back(v.substr(from, to - from));
-      from = to + 1;
-    }
-  if (ids_paths.empty() || out.empty()) {
-    std::fprintf(stderr, "dspark suffix-index build: needs --ids FILE[,FILE...] and --out FILE\n");
-    return kExitBadInput;
-  }
+  const std::vector<std::string> ids_paths = split_ids_flags(ids_flags);
+  if (ids_paths.empty() || out.empty()) return fail(" build: needs --ids FILE[,FILE...] and --out FILE");
   const auto t0 = Clock::now();
   auto lm = runtime::load_model(model_spec, cache);
-  if (!lm) { std::fprintf(stderr, "dspark suffix-index build: %s\n", lm.message().c_str()); return kExitBadInput; }
-  const int32_t n_vocab = lm->tok->n_vocab();
-  const std::string model_file = fs::path(lm->path).filename().string();
-
-  std::vector<int32_t> stream;  // sequences, each followed by the separator
-  nlohmann::json sources = nlohmann::json::array();
-  uint64_t n_seqs = 0;
-  for (const std::string& p : ids_paths) {
-    auto f = read_ids_any(p, n_vocab);
-    if (!f) { std::fprintf(stderr, "dspark suffix-index build: %s\n", f.message().c_str()); return kExitBadInput; }
-    const auto settings = nlohmann::json::parse(f->settings_json, nullptr, false);
-    if (settings.is_object() && settings.contains("model") && settings["model"] != model_file)
-      std::fprintf(stderr, "dspark suffix-index build: note: %s holds answers of %s, the target is %s\n", p.c_str(),
-                   settings["model"].dump().c_str(), model_file.c_str());
-    uint64_t tokens = 0;
-    for (const train::IdsSeq& s : f->seqs) {
-      const size_t from = with_prompts ? 0 : (size_t)s.prompt_len;
-      if (from >= s.tokens.size()) continue;  // no answer
-      stream.insert(stream.end(), s.tokens.begin() + (int64_t)from, s.tokens.end());
-      stream.push_back(spec::kSuffixSeparator);
-      tokens += s.tokens.size() - from;
-      ++n_seqs;
-    }
-    sources.push_back({{"file", fs::path(p).filename().string()}, {"sequences", f->seqs.size()}, {"tokens", tokens}});
-  }
-  if (stream.size() >= (1ull << 32)) {
-    std::fprintf(stderr, "dspark suffix-index build: %zu tokens; an index holds fewer than 2^32\n", stream.size());
-    return kExitBadInput;
-  }
-  ProgressBar bar("suffix-index", stream.size() - n_seqs, " suffixes");
+  if (!lm) return fail(" build: " + lm.message());
+  auto s = read_stream(ids_paths, *lm, with_prompts);
+  if (!s) return fail(" build: " + s.message());
+  const uint64_t n_tokens = s->stream.size() - s->n_seqs;
+  ProgressBar bar("suffix-index", n_tokens, " suffixes");
   bar.update(0);
-  const auto sa = spec::build_suffix_array(stream, [&](uint64_t done) { bar.update(done); });
-  bar.update(stream.size() - n_seqs);
-  const nlohmann::json meta = {{"format", "dspark-suffix-index-v1"}, {"model", model_file}, {"sources", sources},
-                               {"with_prompts", with_prompts}};
-  if (Status st = spec::write_suffix_index(out, stream, sa, n_vocab, spec::tokenizer_fingerprint(*lm->tok), meta.dump());
-      !st) {
-    std::fprintf(stderr, "dspark suffix-index build: %s\n", st.message().c_str());
-    return 1;
-  }
+  const auto sa = spec::build_suffix_array(s->stream, [&](uint64_t done) { bar.update(done); });
+  bar.update(n_tokens);
+  const nlohmann::json meta = {{"format", "dspark-suffix-index-v1"}, {"model", fs::path(lm->path).filename().string()},
+                               {"sources", s->sources}, {"with_prompts", with_prompts}};
+  if (Status st = spec::write_suffix_index(out, s->stream, sa, lm->tok->n_vocab(), spec::tokenizer_fingerprint(*lm->tok),
+                                           meta.dump());
+      !st)
+    return fail(" build: " + st.message(), 1);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   const uint64_t bytes = fs::file_size(out);
   const std::string sha = file_sha256(out);
-  if (json) {
-    std::printf("%s\n", nlohmann::json{{"file", out}, {"bytes", bytes}, {"sha256", sha}, {"sequences", n_seqs},
-                                       {"tokens", stream.size() - n_seqs}, {"with_prompts", with_prompts},
-                                       {"seconds", secs}}
+  if (json)
+    std::printf("%s\n", nlohmann::json{{"file", out}, {"bytes", bytes}, {"sha256", sha}, {"sequences", s->n_seqs},
+                                       {"tokens", n_tokens}, {"with_prompts", with_prompts}, {"seconds", secs}}
                             .dump()
                             .c_str());
-  } else {
-    std::printf("%s: %llu sequences, %llu tokens, %.1f MB, %.1f s\nsha256 %s\n", out.c_str(),
-                (unsigned long long)n_seqs, (unsigned long long)(stream.size() - n_seqs), (double)bytes / 1e6, secs,
-                sha.c_str());
-  }
+  else
+    std::printf("%s: %llu sequences, %llu tokens, %.1f MB, %.1f s\nsha256 %s\n", out.c_str(), (unsigned long long)s->n_seqs,
+                (unsigned long long)n_tokens, (double)bytes / 1e6, secs, sha.c_str());
   return 0;
 }
 
