@@ -12,7 +12,7 @@ using namespace dspark::runtime;  // registry, loaded model, drafter factory
 namespace {
 
 bool is_spec_key(const std::string& k) {
-  for (const spec::SpecKey& key : spec::spec_keys())
+  for (const speculative::SpecKey& key : speculative::spec_keys())
     if (k == key.name) return true;
   return false;
 }
@@ -47,14 +47,14 @@ Result<ArmSpec> parse_arm_spec(const std::string& name, const std::string& spec)
     arm.serial = true;
     return arm;
   }
-  // The verbs' flag keys (spec::spec_keys), the same parser and checks as --draft-* flags.
+  // The verbs' flag keys (speculative::spec_keys), the same parser and checks as --draft-* flags.
   // An A/B measures the checkpoint it is pointed at: draft-quant defaults to none here.
-  spec::SpecConfig base;
-  base.quant = spec::DraftQuant::kNone;
-  auto c = spec::parse_spec(rest, base);
+  speculative::SpecConfig base;
+  base.quant = speculative::DraftQuant::kNone;
+  auto c = speculative::parse_spec(rest, base);
   if (!c) return Status::error(where + c.message() + " (or the whole spec 'serial')");
   if (Status st = check_drafter_kind(c->kind); !st) return Status::error(where + st.message());
-  if (Status st = spec::check_spec(*c); !st) return Status::error(where + st.message());
+  if (Status st = speculative::check_spec(*c); !st) return Status::error(where + st.message());
   arm.drafter = *c;
   return arm;
 }

@@ -1,7 +1,7 @@
-// Arms of `dspark ab`: "serial", or a spec::SpecConfig written as comma-separated key=value pairs
-// whose keys are the verbs' drafter flags without "--" (spec::spec_keys(): draft-kind, draft-model,
+// Arms of `dspark ab`: "serial", or a speculative::SpecConfig written as comma-separated key=value pairs
+// whose keys are the verbs' drafter flags without "--" (speculative::spec_keys(): draft-kind, draft-model,
 // num-draft-tokens, draft-threshold, draft-schedule, draft-copy, draft-quant), parsed by
-// spec::parse_spec, e.g. "draft-kind=ngram,num-draft-tokens=3". Named arms are "NAME=SPEC" (--arm).
+// speculative::parse_spec, e.g. "draft-kind=ngram,num-draft-tokens=3". Named arms are "NAME=SPEC" (--arm).
 // Either may end with ",lm-head=full" ("serial,lm-head=full"): the arm computes every logit at T 0
 // instead of using the exact greedy head, to measure that head (same tokens).
 #pragma once
@@ -17,7 +17,7 @@ struct ArmSpec {
   std::string name;        // label in tables and JSON
   std::string text;        // the SPEC as given
   bool serial = false;
-  spec::SpecConfig drafter;  // unused when serial
+  speculative::SpecConfig drafter;  // unused when serial
   bool full_lm_head = false;  // "lm-head=full": every logit computed at T 0 (GenerateParams::full_lm_head)
 };
 

@@ -216,14 +216,14 @@ std::string to_markdown(const AbReport& r) {
     }
     md += "\ndraft-length governor: rounds by reason (plain: drafted nothing by decision)\n\n| arm | plain | drafting |";
     std::string rule2 = "|---|---|---|";
-    for (size_t i = 0; i < (size_t)spec::GovernorReason::kCount; ++i) {
-      md.append(" ").append(spec::governor_reason_name((spec::GovernorReason)i)).append(" |");
+    for (size_t i = 0; i < (size_t)speculative::GovernorReason::kCount; ++i) {
+      md.append(" ").append(speculative::governor_reason_name((speculative::GovernorReason)i)).append(" |");
       rule2 += "---|";
     }
     md += "\n" + rule2 + "\n";
     for (size_t k = 0; k < r.arms.size(); ++k) {
       if (r.arms[k].spec.serial) continue;
-      const spec::GovernorStats& g = r.arms[k].governor;
+      const speculative::GovernorStats& g = r.arms[k].governor;
       md += "| " + cell(r.arms[k].spec.name) + " | " + std::to_string(g.plain_rounds) + " | " +
             std::to_string(g.drafting_rounds) + " |";
       for (int64_t n : g.rounds) md.append(" ").append(std::to_string(n)).append(" |");

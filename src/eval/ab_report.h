@@ -12,7 +12,7 @@
 #include "sample/sampler.h"
 #include "eval/ab_arm.h"
 #include "eval/ab_stats.h"
-#include "spec/governor.h"
+#include "speculative/governor.h"
 
 namespace dspark::eval {
 
@@ -30,7 +30,7 @@ struct AbArm {
   std::string kind = "serial";  // resolved drafter kind
   int gamma = 0;                // effective draft length (0 for serial)
   nlohmann::json drafter_stats = nlohmann::json::object();  // the drafter's own counters over the whole run (Drafter::stats)
-  spec::GovernorStats governor = {};  // its rounds by the draft-length governor's reason, over the whole run
+  speculative::GovernorStats governor = {};  // its rounds by the draft-length governor's reason, over the whole run
 };
 
 struct AbPrompt {

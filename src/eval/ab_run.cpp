@@ -41,7 +41,7 @@ void add_run(PromptRecord& rec, const ArmRun& run) {
     rec.rounds += (int64_t)run.tokens.size();  // one target forward per token
     return;
   }
-  const spec::SpecStats& s = run.stats;
+  const speculative::SpecStats& s = run.stats;
   rec.drafted += s.drafted;
   rec.accepted += s.accepted;
   rec.rounds += s.rounds;
@@ -156,7 +156,7 @@ Status mount_arms(AbPlan& p, const std::vector<double>& verify_ms, const AbEvent
   for (size_t k = 0; k < p.opt.arms.size(); ++k) {
     AbArm arm{p.opt.arms[k]};
     if (!arm.spec.serial) {
-      const spec::SpecConfig& d = arm.spec.drafter;
+      const speculative::SpecConfig& d = arm.spec.drafter;
       const MountOptions mo{.n_ctx = p.opt.settings.n_ctx, .cache_dir = resolve_cache_dir(""),
                             .verify_ms = d.cost_schedule() || d.governor ? verify_ms : std::vector<double>{},
                             .verbose = false};

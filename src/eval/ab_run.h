@@ -50,7 +50,7 @@ struct AbPlan {
   std::vector<std::vector<int32_t>> ids;         // [n_prompts][prompt_tokens] that fit the context
   std::unique_ptr<ThreadPool> pool;              // before the mounts: they run on it
   std::vector<std::unique_ptr<runtime::MountedDrafter>> mounts;  // [n_arms], null for serial arms
-  std::vector<std::shared_ptr<const spec::SuffixIndex>> indexes;  // held open until the arms are built
+  std::vector<std::shared_ptr<const speculative::SuffixIndex>> indexes;  // held open until the arms are built
 };
 
 // Checks the prompts and every arm, measures (or takes) the shared verify table and mounts one

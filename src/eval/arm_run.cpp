@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "spec/spec_decode.h"
+#include "speculative/spec_decode.h"
 
 namespace dspark::eval {
 
@@ -14,8 +14,8 @@ Result<ArmRun> run_arm(const LoadedModel& lm, model::Session& session, std::span
   ArmRun run;
   const auto t0 = Clock::now();
   if (drafter) {
-    spec::SpecParams sp{gp, drafter->gamma, drafter->governor};
-    auto r = spec::generate_spec(*lm.model, session, *lm.tok, prompt, sp, *drafter->drafter, {});
+    speculative::SpecParams sp{gp, drafter->gamma, drafter->governor};
+    auto r = speculative::generate_spec(*lm.model, session, *lm.tok, prompt, sp, *drafter->drafter, {});
     if (!r) return r.status();
     run.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     run.speculative = true;

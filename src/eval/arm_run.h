@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 #include "generate/generate.h"
-#include "spec/telemetry.h"
+#include "speculative/telemetry.h"
 #include "runtime/drafter_factory.h"
 #include "runtime/loaded_model.h"
 
@@ -20,7 +20,7 @@ struct ArmRun {
   double ms = 0;                // wall time of the generate call (prefill + decode), milliseconds
   double prefill_ms = 0;        // of which the prompt's prefill (speculative: with the drafter's context pass)
   bool speculative = false;
-  spec::SpecStats stats;        // speculative arms only (all zero for serial)
+  speculative::SpecStats stats;        // speculative arms only (all zero for serial)
 };
 
 // drafter == nullptr: serial decoding. Loading (model, drafter) is never inside `ms`.

@@ -45,8 +45,8 @@ Result<nlohmann::json> run_bench_spec(const BenchSpecOptions& opt, const LoadedM
   const std::string kind = bundle.kind;
 
   std::map<std::string, Arm> serial_by_cat, spec_by_cat;
-  std::map<std::string, spec::SpecStats> stats_by_cat;
-  spec::SpecStats total_stats;
+  std::map<std::string, speculative::SpecStats> stats_by_cat;
+  speculative::SpecStats total_stats;
   int identical = 0, n_run = 0;
   for (size_t i = 0; i < prompts->size(); ++i) {
     const Prompt& p = (*prompts)[i];
@@ -79,7 +79,7 @@ Result<nlohmann::json> run_bench_spec(const BenchSpecOptions& opt, const LoadedM
   Arm serial_all, spec_all;
   for (const auto& [cat, s] : serial_by_cat) {
     const Arm& sp = spec_by_cat[cat];
-    const spec::SpecStats& st = stats_by_cat[cat];
+    const speculative::SpecStats& st = stats_by_cat[cat];
     serial_all.ms += s.ms; serial_all.tokens += s.tokens;
     spec_all.ms += sp.ms; spec_all.tokens += sp.tokens;
     cats[cat] = {{"serial_tok_s", s.tok_s()}, {"spec_tok_s", sp.tok_s()}, {"speedup", s.ms / sp.ms},

@@ -19,7 +19,7 @@ struct BenchSpecOptions {
   int64_t n_gen = 128;
   bool chat = true;
   int64_t threads = 2;
-  spec::SpecConfig drafter;
+  speculative::SpecConfig drafter;
   sample::SamplerConfig sampler;  // seed: prompt i uses seed + i in both arms
 };
 

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "core/f16.h"
-#include "spec/drafter_dspark.h"
+#include "speculative/drafter_dspark.h"
 
 namespace dspark::eval {
 
@@ -15,14 +15,14 @@ using train::Shard;
 Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::Model& target, const Dataset& ds,
                                    int64_t max_seqs, int gamma, float threshold, bool record_confidence,
                                    ThreadPool* pool, int copy_bits) {
-  spec::DSparkOptions opt;
+  speculative::DSparkOptions opt;
   opt.copy_bits = copy_bits;
   opt.gamma = gamma;
   opt.threshold = threshold;
   opt.report_confidence = record_confidence;
-  auto d = spec::DSparkDrafter::load(drafter_dir, target, opt, pool);
+  auto d = speculative::DSparkDrafter::load(drafter_dir, target, opt, pool);
   if (!d) return d.status();
-  spec::DSparkDrafter& dr = *d.value();
+  speculative::DSparkDrafter& dr = *d.value();
   const int g = dr.gamma();
   auto cols = ds.tap_columns(dr.required_taps());
   if (!cols) return cols.status();
@@ -33,7 +33,7 @@ Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::
   using Clock = std::chrono::steady_clock;
   std::vector<std::vector<float>> tap_buf((size_t)m);
   auto rows = [&](const Shard& sh, int32_t q, int64_t p0, int64_t n) {
-    spec::TapRows tr;
+    speculative::TapRows tr;
     tr.n_rows = n;
     tr.n_embd = H;
     const uint16_t* taps = sh.taps(q);
@@ -46,7 +46,7 @@ Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::
     }
     return tr;
   };
-  spec::DraftResult out;
+  speculative::DraftResult out;
   for (const SeqRef& ref : ds.heldout()) {
     if (res.sequences >= max_seqs) break;
     const Shard& sh = ds.shard(ref.shard);

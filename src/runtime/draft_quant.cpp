@@ -55,13 +55,13 @@ bool q4_1_holds_exactly(const quant::QuantConfig& qc) {
 
 }  // namespace
 
-Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, spec::DraftQuant mode,
+Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, speculative::DraftQuant mode,
                                              const model::Model& target, const std::string& cache_dir,
                                              ThreadPool* pool, const std::string& recommendation) {
   const DraftQuantChoice as_given{dir, 0, {}};
-  if (mode == spec::DraftQuant::kNone) return as_given;
-  if (mode == spec::DraftQuant::kInt8) return DraftQuantChoice{dir, 8, {}};
-  if (mode == spec::DraftQuant::kInt4) return DraftQuantChoice{dir, 4, {}};
+  if (mode == speculative::DraftQuant::kNone) return as_given;
+  if (mode == speculative::DraftQuant::kInt8) return DraftQuantChoice{dir, 8, {}};
+  if (mode == speculative::DraftQuant::kInt4) return DraftQuantChoice{dir, 4, {}};
   const std::string rec_path = recommendation.empty() ? find_in_drafters("quant_auto.json") : recommendation;
   if (rec_path.empty()) return as_given;
   std::ifstream in(rec_path);
@@ -132,15 +132,15 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, spec::Draft
 }
 
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
-                                                 spec::DraftQuant mode, const model::Model& target,
+                                                 speculative::DraftQuant mode, const model::Model& target,
                                                  const std::string& cache_dir, ThreadPool* pool) {
   const DraftQuantChoice as_given{path, 0, {}};
   if (path.empty() || (kind != "auto" && kind != "dspark" && !kind.empty())) return as_given;
   auto k = detect_draft_kind(path);
   if (!k || *k != "dspark") return as_given;  // errors are reported by make_drafter
-  if (mode == spec::DraftQuant::kInt8) return DraftQuantChoice{path, 8, {}};
-  if (mode == spec::DraftQuant::kInt4) return DraftQuantChoice{path, 4, {}};
-  if (mode == spec::DraftQuant::kNone) {
+  if (mode == speculative::DraftQuant::kInt8) return DraftQuantChoice{path, 8, {}};
+  if (mode == speculative::DraftQuant::kInt4) return DraftQuantChoice{path, 4, {}};
+  if (mode == speculative::DraftQuant::kNone) {
     // A quantized checkpoint as given, on a CPU without AMX: ~2x slower per draft than its int8 copies
     // (docs/results/2026-12-03.md and docs/results/2026-12-04.md), so an A/B of it is not what generate / serve mount.
     auto qc = quant::read_quant_config((fs::path(path) / "config.json").string());

@@ -24,7 +24,7 @@
 #include "core/status.h"
 #include "core/threadpool.h"
 #include "model/model.h"
-#include "spec/spec_config.h"
+#include "speculative/spec_config.h"
 
 namespace dspark::runtime {
 
@@ -34,22 +34,22 @@ struct DraftQuantChoice {
   int copy_bits = 0;  // 8 / 4: Q8_0 / Q4_1 copies (net::DSparkLoadOptions::copy_bits); 0: as given
   std::string note;  // a remark on the choice (int8 copies kept, or a slow checkpoint as given), for --verbose / ab
   // The SpecConfig::quant that loads `dir` so.
-  spec::DraftQuant mode() const {
-    return copy_bits == 8 ? spec::DraftQuant::kInt8 : copy_bits == 4 ? spec::DraftQuant::kInt4 : spec::DraftQuant::kNone;
+  speculative::DraftQuant mode() const {
+    return copy_bits == 8 ? speculative::DraftQuant::kInt8 : copy_bits == 4 ? speculative::DraftQuant::kInt4 : speculative::DraftQuant::kNone;
   }
 };
 
 // The choice for `dir` under `mode`; `cache_dir` = the dspark cache.
 // Only DSpark checkpoint directories are touched (kind "dspark", or "auto" detecting one).
 // `recommendation` = the quant_auto.json to use ("" = drafters/quant_auto.json of the install).
-Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, spec::DraftQuant mode,
+Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, speculative::DraftQuant mode,
                                              const model::Model& target, const std::string& cache_dir,
                                              ThreadPool* pool, const std::string& recommendation = "");
 // The same for a drafter flag pair (--draft-kind, --draft-model): other kinds pass through as given.
 // With mode "none", a quantized DSpark checkpoint on a CPU without AMX gets a note saying it drafts
 // slower than the int8 copies the other modes load.
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
-                                                 spec::DraftQuant mode, const model::Model& target,
+                                                 speculative::DraftQuant mode, const model::Model& target,
                                                  const std::string& cache_dir, ThreadPool* pool);
 
 }  // namespace dspark::runtime

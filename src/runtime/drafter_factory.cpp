@@ -8,10 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "spec/drafter_dspark.h"
-#include "spec/drafter_model.h"
-#include "spec/drafter_ngram.h"
-#include "spec/drafter_suffix.h"
+#include "speculative/drafter_dspark.h"
+#include "speculative/drafter_model.h"
+#include "speculative/drafter_ngram.h"
+#include "speculative/drafter_suffix.h"
 
 namespace dspark::runtime {
 
@@ -40,8 +40,8 @@ Result<std::string> detect_draft_kind(const std::string& path) {
   return Status::error(path + ": no such drafter file or directory");
 }
 
-Result<std::shared_ptr<const spec::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target) {
-  return spec::SuffixIndex::open_shared(path, target.tok->n_vocab(), spec::tokenizer_fingerprint(*target.tok));
+Result<std::shared_ptr<const speculative::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target) {
+  return speculative::SuffixIndex::open_shared(path, target.tok->n_vocab(), speculative::tokenizer_fingerprint(*target.tok));
 }
 
 namespace {
@@ -57,52 +57,52 @@ constexpr double kIndexPrior[] = {0.25, 0.4, 0.6};
 constexpr int kCacheMatchEdges[] = {3, 4, 8, 16};
 constexpr double kCachePrior[] = {0.35, 0.5, 0.75, 0.9};
 
-Result<DrafterBundle> open_ngram(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel&, ThreadPool*) {
+Result<DrafterBundle> open_ngram(const speculative::SpecConfig& c, const DrafterRuntime&, const LoadedModel&, ThreadPool*) {
   DrafterBundle b;
   b.kind = "ngram";
-  b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
-  b.drafter = std::make_unique<spec::NgramDrafter>();
+  b.gamma = c.gamma > 0 ? c.gamma : speculative::kDefaultGamma;
+  b.drafter = std::make_unique<speculative::NgramDrafter>();
   return b;
 }
 
-Result<DrafterBundle> open_suffix(const spec::SpecConfig& c, const DrafterRuntime&, const LoadedModel& target,
+Result<DrafterBundle> open_suffix(const speculative::SpecConfig& c, const DrafterRuntime&, const LoadedModel& target,
                                   ThreadPool*) {
   auto ix = open_suffix_index(c.suffix_index, target);
   if (!ix) return ix.status();
   DrafterBundle b;
   b.kind = "suffix";
-  b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
-  spec::SuffixDrafterConfig cfg;
+  b.gamma = c.gamma > 0 ? c.gamma : speculative::kDefaultGamma;
+  speculative::SuffixDrafterConfig cfg;
   cfg.query.min_prob = c.suffix_min_prob;
-  b.drafter = std::make_unique<spec::SuffixDrafter>(std::move(ix).value(), cfg);
+  b.drafter = std::make_unique<speculative::SuffixDrafter>(std::move(ix).value(), cfg);
   return b;
 }
 
-Result<DrafterBundle> open_draft_model(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+Result<DrafterBundle> open_draft_model(const speculative::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
                                        ThreadPool* pool) {
   auto lm = load_model(c.model, "");
   if (!lm) return Status::error("draft model: " + lm.message());
-  DSPARK_RETURN_IF_ERROR(spec::check_same_vocab(*target.tok, *lm->tok));
+  DSPARK_RETURN_IF_ERROR(speculative::check_same_vocab(*target.tok, *lm->tok));
   DrafterBundle b;
   b.kind = "draft-model";
-  b.gamma = c.gamma > 0 ? c.gamma : spec::kDefaultGamma;
+  b.gamma = c.gamma > 0 ? c.gamma : speculative::kDefaultGamma;
   b.draft_model = std::make_unique<LoadedModel>(std::move(lm).value());
-  b.drafter = std::make_unique<spec::ModelDrafter>(*b.draft_model->model,
+  b.drafter = std::make_unique<speculative::ModelDrafter>(*b.draft_model->model,
                                                    model::SessionOptions{.n_ctx = rt.n_ctx, .max_batch = 512}, pool);
   return b;
 }
 
-Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+Result<DrafterBundle> open_dspark(const speculative::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
                                   ThreadPool* pool) {
-  spec::DSparkOptions dopt;
+  speculative::DSparkOptions dopt;
   dopt.threshold = (float)c.threshold;
   dopt.ctx_reserve = rt.n_ctx;
   dopt.schedule = c.cost_schedule();
-  dopt.backbone_gate = c.schedule == spec::DraftSchedule::kCostGated;
-  dopt.static_costs = c.schedule == spec::DraftSchedule::kCostStatic;
+  dopt.backbone_gate = c.schedule == speculative::DraftSchedule::kCostGated;
+  dopt.static_costs = c.schedule == speculative::DraftSchedule::kCostStatic;
   dopt.verify_ms = rt.verify_ms;  // also used for the governor's calibration below
-  dopt.copy_bits = spec::copy_bits_of_quant(c.quant);  // auto is resolved first (runtime/draft_quant.h)
-  auto d = spec::DSparkDrafter::load(c.model, *target.model, dopt, pool);  // gamma = block_size
+  dopt.copy_bits = speculative::copy_bits_of_quant(c.quant);  // auto is resolved first (runtime/draft_quant.h)
+  auto d = speculative::DSparkDrafter::load(c.model, *target.model, dopt, pool);  // gamma = block_size
   if (!d) return d.status();
   const int block = (*d)->gamma();
   if (c.gamma > block)
@@ -111,9 +111,9 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   else if (c.gamma > 0 && c.gamma < block)
     dopt.gamma = c.gamma;
   const net::DSparkConfig& cfg = (*d)->model().config();
-  dopt.copy = c.copy_forced() || (c.copy == spec::CopyMode::kAuto && cfg.copy_head);
-  dopt.copy_only = c.copy == spec::CopyMode::kOnly;
-  dopt.copy_first = c.copy == spec::CopyMode::kFirst;
+  dopt.copy = c.copy_forced() || (c.copy == speculative::CopyMode::kAuto && cfg.copy_head);
+  dopt.copy_only = c.copy == speculative::CopyMode::kOnly;
+  dopt.copy_first = c.copy == speculative::CopyMode::kFirst;
   dopt.copy_cfg.max_ngram = cfg.copy_max_ngram;
   dopt.copy_cfg.min_ngram = cfg.copy_min_ngram;
   dopt.copy_cfg.prior_acceptance = cfg.copy_prior_acceptance;
@@ -122,7 +122,7 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
   dopt.copy_cfg.cache_match_edges.assign(std::begin(kCacheMatchEdges), std::end(kCacheMatchEdges));
   dopt.copy_cfg.cache_prior.assign(std::begin(kCachePrior), std::end(kCachePrior));
   if (!c.suffix_index.empty()) {
-    if (c.copy == spec::CopyMode::kOff)
+    if (c.copy == speculative::CopyMode::kOff)
       return Status::error("suffix-index: a DSpark drafter consults the index in its copy head, which draft-copy off turns off");
     auto ix = open_suffix_index(c.suffix_index, target);
     if (!ix) return ix.status();
@@ -133,7 +133,7 @@ Result<DrafterBundle> open_dspark(const spec::SpecConfig& c, const DrafterRuntim
     dopt.copy_cfg.index_prior.assign(std::begin(kIndexPrior), std::end(kIndexPrior));
   }
   if (dopt.gamma != 0 || dopt.copy) {
-    d = spec::DSparkDrafter::create((*d)->shared_model(), dopt, pool);
+    d = speculative::DSparkDrafter::create((*d)->shared_model(), dopt, pool);
     if (!d) return d.status();
   }
   // The cost-aware schedule of sampled requests decides from constants: time the backbone once
@@ -170,9 +170,9 @@ Status check_drafter_kind(const std::string& kind) {
   return Status::error("draft-kind: '" + kind + "' is not one of " + names);
 }
 
-Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+Result<DrafterBundle> make_drafter(const speculative::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
                                    ThreadPool* pool) {
-  DSPARK_RETURN_IF_ERROR(spec::check_spec(c));
+  DSPARK_RETURN_IF_ERROR(speculative::check_spec(c));
   std::string kind = c.kind;
   if (kind == "auto" && c.model.empty() && !c.suffix_index.empty()) kind = "suffix";
   if (kind == "auto") {
@@ -183,7 +183,7 @@ Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRunti
   for (const DrafterKind& k : kKinds) {
     if (kind != k.name) continue;
     if (kind != "dspark" && c.copy_forced())
-      return Status::error(std::string("draft-copy ") + spec::copy_mode_name(c.copy) +
+      return Status::error(std::string("draft-copy ") + speculative::copy_mode_name(c.copy) +
                            " needs a DSpark drafter (the copy head is part of its sequential stage)");
     if (k.needs_model && c.model.empty()) return Status::error("draft-kind " + kind + " needs draft-model=PATH");
     if (!c.suffix_index.empty() && kind != "suffix" && kind != "dspark")

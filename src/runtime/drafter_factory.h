@@ -1,4 +1,4 @@
-// Builds the drafter a spec::SpecConfig asks for, through the registry of drafter kinds
+// Builds the drafter a speculative::SpecConfig asks for, through the registry of drafter kinds
 // (drafter_kinds(): ngram | suffix | draft-model | dspark; auto detects one from the path, or is
 // suffix when only a suffix index is given).
 // `auto` detects the kind from the path (docs/DSPARK-CHECKPOINT.md §1): a directory whose config.json names
@@ -15,10 +15,10 @@
 #include "core/threadpool.h"
 #include "model/model.h"
 #include "sample/sampler.h"
-#include "spec/drafter.h"
-#include "spec/governor.h"
-#include "spec/spec_config.h"
-#include "spec/suffix_index.h"
+#include "speculative/drafter.h"
+#include "speculative/governor.h"
+#include "speculative/spec_config.h"
+#include "speculative/suffix_index.h"
 #include "runtime/loaded_model.h"
 
 namespace dspark::runtime {
@@ -40,14 +40,14 @@ struct DrafterBundle {
   std::string kind;
   int gamma = 0;                  // effective gamma (clamped to the drafter's block size)
   std::unique_ptr<LoadedModel> draft_model;
-  std::unique_ptr<spec::Drafter> drafter;
-  spec::GovernorConfig governor = {};  // what SpecParams::governor should be for this drafter
+  std::unique_ptr<speculative::Drafter> drafter;
+  speculative::GovernorConfig governor = {};  // what SpecParams::governor should be for this drafter
 };
 
 // The suffix index of draft-kind suffix for this target, checked against its tokenizer and mapped
 // once per process (shared by every request's drafter; the fingerprint, a hash of the vocabulary,
 // costs a few ms per call). Errors name the file.
-Result<std::shared_ptr<const spec::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target);
+Result<std::shared_ptr<const speculative::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target);
 
 // Detects "dspark" / "draft-model" from a path; error if neither.
 Result<std::string> detect_draft_kind(const std::string& path);
@@ -57,7 +57,7 @@ struct DrafterKind {
   const char* name;
   const char* help;
   bool needs_model;  // draft-model=PATH required
-  Result<DrafterBundle> (*open)(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+  Result<DrafterBundle> (*open)(const speculative::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
                                 ThreadPool* pool);
 };
 std::span<const DrafterKind> drafter_kinds();
@@ -66,8 +66,8 @@ Status check_drafter_kind(const std::string& kind);
 
 // Fresh drafter state for one request (cheap to call per request; weights are shared via bundle).
 // `c.kind` auto is detected from `c.model`. Sampling settings come with each draft request
-// (spec::DraftRequest::sampler), not from here.
-Result<DrafterBundle> make_drafter(const spec::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
+// (speculative::DraftRequest::sampler), not from here.
+Result<DrafterBundle> make_drafter(const speculative::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
                                    ThreadPool* pool);
 
 }  // namespace dspark::runtime

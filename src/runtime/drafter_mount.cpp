@@ -6,7 +6,7 @@
 
 namespace dspark::runtime {
 
-Result<std::unique_ptr<MountedDrafter>> mount_drafter(spec::SpecConfig c, const MountOptions& opt,
+Result<std::unique_ptr<MountedDrafter>> mount_drafter(speculative::SpecConfig c, const MountOptions& opt,
                                                       const LoadedModel& target, ThreadPool* pool) {
   auto q = resolve_draft_quant_for(c.kind, c.model, c.quant, *target.model, opt.cache_dir, pool);
   if (!q) return q.status();

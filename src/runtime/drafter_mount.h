@@ -1,4 +1,4 @@
-// One mount path for every drafter (generate, serve, ab, bench --spec): a spec::SpecConfig is
+// One mount path for every drafter (generate, serve, ab, bench --spec): a speculative::SpecConfig is
 // resolved once against the target and this machine, loaded once, and forked per request or server
 // slot. No verb or harness builds a drafter itself.
 //
@@ -7,7 +7,7 @@
 //   2. load: the drafter through the kind registry; for the cost-aware schedule and the governor, the
 //      target's verify-cost table for the drafter's effective gamma (measured here, or given by the
 //      caller, e.g. ab's one table for all arms), then the drafter again with it;
-//   3. fork(): a fresh state over the same weights (spec::Drafter::fork), as many as needed.
+//   3. fork(): a fresh state over the same weights (speculative::Drafter::fork), as many as needed.
 #pragma once
 
 #include <memory>
@@ -18,7 +18,7 @@
 #include "core/threadpool.h"
 #include "runtime/drafter_factory.h"
 #include "runtime/loaded_model.h"
-#include "spec/spec_config.h"
+#include "speculative/spec_config.h"
 
 namespace dspark::runtime {
 
@@ -30,20 +30,20 @@ struct MountOptions {
 };
 
 struct MountedDrafter {
-  spec::SpecConfig config;         // as loaded: draft-quant resolved, draft-model = the rung's directory
+  speculative::SpecConfig config;         // as loaded: draft-quant resolved, draft-model = the rung's directory
   std::vector<double> verify_ms;   // the table the schedule and the governor start from (empty: none needed)
   DrafterBundle bundle;            // the first state, and what the weights live in (a draft model)
   std::string quant_note;          // the draft-quant choice explained (may be empty)
 
   const std::string& kind() const { return bundle.kind; }
   int gamma() const { return bundle.gamma; }
-  spec::Drafter& drafter() const { return *bundle.drafter; }
+  speculative::Drafter& drafter() const { return *bundle.drafter; }
   // A new state sharing this mount's weights; the mount must outlive it.
-  std::unique_ptr<spec::Drafter> fork() const { return bundle.drafter->fork(); }
+  std::unique_ptr<speculative::Drafter> fork() const { return bundle.drafter->fork(); }
 };
 
 // Errors name the flag, file or field (the caller prefixes the verb).
-Result<std::unique_ptr<MountedDrafter>> mount_drafter(spec::SpecConfig c, const MountOptions& opt,
+Result<std::unique_ptr<MountedDrafter>> mount_drafter(speculative::SpecConfig c, const MountOptions& opt,
                                                       const LoadedModel& target, ThreadPool* pool);
 
 }  // namespace dspark::runtime

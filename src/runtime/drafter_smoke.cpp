@@ -4,32 +4,32 @@
 #include <cmath>
 
 #include "kernels/ops.h"
-#include "spec/drafter_dspark.h"
+#include "speculative/drafter_dspark.h"
 
 namespace dspark::runtime {
 
 Result<SmokeResult> smoke_check_drafter(const std::string& dir, const model::Model& target, ThreadPool* pool) {
-  spec::DSparkOptions opt;
+  speculative::DSparkOptions opt;
   opt.ctx_reserve = 64;
-  auto d = spec::DSparkDrafter::load(dir, target, opt, pool);
+  auto d = speculative::DSparkDrafter::load(dir, target, opt, pool);
   if (!d) return d.status();
-  spec::DSparkDrafter& drafter = *d.value();
+  speculative::DSparkDrafter& drafter = *d.value();
   const int64_t V = target.config().n_vocab;
   std::vector<int32_t> prompt(8);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = (int32_t)((i == 0 ? 2 : 100 + 37 * (int64_t)i) % V);
   model::Session s(target, model::SessionOptions{.n_ctx = 64, .max_batch = 64}, pool);
   const std::vector<int> taps = drafter.required_taps();
   DSPARK_RETURN_IF_ERROR(target.forward(s, prompt, model::ForwardOptions{model::LogitsMode::kLast, taps}));
-  spec::TapRows rows;
+  speculative::TapRows rows;
   rows.n_rows = (int64_t)prompt.size();
   rows.n_embd = target.config().n_embd;
   for (size_t i = 0; i < taps.size(); ++i) rows.taps.push_back(s.tap(i).data());
   DSPARK_RETURN_IF_ERROR(drafter.begin(prompt, rows));
-  spec::DraftRequest req;
+  speculative::DraftRequest req;
   req.pending = (int32_t)kernels::argmax(s.logits(), V);
   req.pos = (int64_t)prompt.size();
   req.max_n = drafter.gamma();
-  spec::DraftResult out;
+  speculative::DraftResult out;
   const auto t0 = std::chrono::steady_clock::now();
   DSPARK_RETURN_IF_ERROR(drafter.draft(req, &out));
   SmokeResult r;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "spec/spec_decode.h"
+#include "speculative/spec_decode.h"
 
 namespace dspark::serve {
 
@@ -20,7 +20,7 @@ struct Job {
 
   // Input, set before submit.
   std::vector<int32_t> prompt;
-  spec::SpecParams params;     // gamma = this request's draft length cap
+  speculative::SpecParams params;     // gamma = this request's draft length cap
   bool use_drafter = false;    // run the slot's drafter (false: serial decoding)
   Clock::time_point t_submit = Clock::now();
 
@@ -36,7 +36,7 @@ struct Job {
   // Valid once finished:
   Status error;                // a failed generation (the request gets a 500)
   bool cancelled = false;      // stopped before its end (cancel, shutdown)
-  spec::SpecResult result;     // tokens, full text, finish reason, timings, spec stats
+  speculative::SpecResult result;     // tokens, full text, finish reason, timings, spec stats
   bool spec_ran = false;       // a drafter ran (usage.speculation is reported)
   int64_t cached_tokens = 0;   // prompt tokens whose KV was reused
   int slot = -1;

@@ -128,7 +128,7 @@ std::string Metrics::prometheus(const json& g) const {
          "decision).");
   for (size_t i = 0; i < spec_.governor.rounds.size(); ++i)
     o += std::string("dspark_spec_governor_rounds_total{reason=\"") +
-         spec::governor_reason_name((spec::GovernorReason)i) + "\"} " + std::to_string(spec_.governor.rounds[i]) + "\n";
+         speculative::governor_reason_name((speculative::GovernorReason)i) + "\"} " + std::to_string(spec_.governor.rounds[i]) + "\n";
   metric(o, "dspark_queue_length", "gauge", "Requests waiting for a slot.", g.value("queue", 0.0));
   header(o, "dspark_slots", "gauge", "Generation slots by state.");
   const double busy = g.value("slots_busy", 0.0), total = g.value("slots", 0.0);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/telemetry.h"
+#include "speculative/telemetry.h"
 
 namespace dspark::serve {
 
@@ -32,7 +32,7 @@ class Histogram {
 // What a finished generation contributes.
 struct JobSummary {
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;  // a hit: cached_tokens > 1 (beyond the BOS)
-  const spec::SpecStats* spec = nullptr;  // when a drafter ran
+  const speculative::SpecStats* spec = nullptr;  // when a drafter ran
   bool cancelled = false, failed = false;
   double queue_s = 0, ttft_s = 0, total_s = 0;
 };
@@ -53,7 +53,7 @@ class Metrics {
   int64_t jobs_ = 0, jobs_cancelled_ = 0, jobs_failed_ = 0;
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0, cache_hits_ = 0;
   int64_t spec_jobs_ = 0;
-  spec::SpecStats spec_;
+  speculative::SpecStats spec_;
   Histogram latency_, ttft_, queue_;
 };
 

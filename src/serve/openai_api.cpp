@@ -322,7 +322,7 @@ json usage_json(const Usage& u) {
             {"total_tokens", u.prompt_tokens + u.completion_tokens},
             {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
   if (u.spec) {
-    const spec::SpecStats& s = *u.spec;
+    const speculative::SpecStats& s = *u.spec;
     j["speculation"] = {{"drafted", s.drafted},
                         {"accepted", s.accepted},
                         {"rounds", s.rounds},

@@ -16,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-#include "spec/telemetry.h"
+#include "speculative/telemetry.h"
 #include "tokenizer/chat_template.h"
 
 namespace dspark::serve {
@@ -75,7 +75,7 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;              // prompt tokens whose KV came from the prompt cache
-  const spec::SpecStats* spec = nullptr;  // set when a drafter ran
+  const speculative::SpecStats* spec = nullptr;  // set when a drafter ran
   double prefill_ms = 0, decode_ms = 0, queue_ms = 0;
 };
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"},

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "serve/openai_api.h"
-#include "spec/spec_decode.h"
+#include "speculative/spec_decode.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,13 +22,13 @@ struct ServedModel {
   bool has_drafter = false;
   int default_gamma = 5;
   int max_gamma = 16;  // what the drafter can draft: larger speculative.num_draft_tokens are clamped
-  spec::GovernorConfig governor = {};  // each generation's draft-length governor (spec/governor.h)
+  speculative::GovernorConfig governor = {};  // each generation's draft-length governor (spec/governor.h)
   tokenizer::ChatTemplate chat;       // how /v1/chat/completions renders messages
 };
 
 struct Prepared {
   std::vector<int32_t> prompt;
-  spec::SpecParams params;
+  speculative::SpecParams params;
   bool use_drafter = false;
 };
 

@@ -38,10 +38,10 @@ void copy_head_rows(uint16_t* cache_k, uint16_t* cache_v, int64_t capacity, bool
 
 }  // namespace
 
-void PromptCache::save(const model::KvCache& kv, const spec::SeqHistory& h, int64_t n_keep) {
+void PromptCache::save(const model::KvCache& kv, const speculative::SeqHistory& h, int64_t n_keep) {
   const int64_t n = std::min<int64_t>(n_keep, (int64_t)h.tokens.size());
   if (budget_ == 0 || n < 2 || (int64_t)h.tokens.size() != kv.length()) return;
-  spec::SeqHistory kept;
+  speculative::SeqHistory kept;
   kept.tap_ids = h.tap_ids;
   kept.tokens.assign(h.tokens.begin(), h.tokens.begin() + n);
   std::lock_guard lk(mu_);
@@ -110,7 +110,7 @@ std::pair<int, int64_t> PromptCache::best(std::span<const int32_t> tokens) const
   int best = -1;
   int64_t best_len = 0;
   for (size_t i = 0; i < entries_.size(); ++i) {
-    const int64_t len = spec::common_prefix(entries_[i].h.tokens, tokens);
+    const int64_t len = speculative::common_prefix(entries_[i].h.tokens, tokens);
     if (len > best_len) {
       best = (int)i;
       best_len = len;
@@ -119,7 +119,7 @@ std::pair<int, int64_t> PromptCache::best(std::span<const int32_t> tokens) const
   return {best, best_len};
 }
 
-bool PromptCache::restore(int i, model::KvCache& kv, spec::SeqHistory* h, int64_t n_use) {
+bool PromptCache::restore(int i, model::KvCache& kv, speculative::SeqHistory* h, int64_t n_use) {
   std::lock_guard lk(mu_);
   if (i < 0 || i >= (int)entries_.size()) return false;
   Entry& e = entries_[(size_t)i];

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
-#include "spec/spec_stepper.h"
+#include "speculative/spec_stepper.h"
 
 namespace dspark::serve {
 
@@ -32,7 +32,7 @@ class PromptCache {
   // is a prefix of it is replaced; if it is itself a prefix of an entry, that entry is only marked
   // used. Evicts least recently used entries beyond the budget; a sequence larger than the whole
   // budget is not stored.
-  void save(const model::KvCache& kv, const spec::SeqHistory& h, int64_t n = INT64_MAX);
+  void save(const model::KvCache& kv, const speculative::SeqHistory& h, int64_t n = INT64_MAX);
 
   // The entry sharing the longest prefix with `tokens`: {index, length}; {-1, 0} if none.
   std::pair<int, int64_t> best(std::span<const int32_t> tokens) const;
@@ -40,7 +40,7 @@ class PromptCache {
   // Replaces the session's KV and `h` with the first min(n_use, its length) positions of entry `i`
   // (h->tap_ids must equal the entry's): the copy costs what the caller reuses, not the entry's
   // size. Returns false (and changes nothing) when the entry does not fit the KV or its taps differ.
-  bool restore(int i, model::KvCache& kv, spec::SeqHistory* h, int64_t n_use = INT64_MAX);
+  bool restore(int i, model::KvCache& kv, speculative::SeqHistory* h, int64_t n_use = INT64_MAX);
 
   size_t entries() const;
   size_t bytes() const;
@@ -48,7 +48,7 @@ class PromptCache {
 
  private:
   struct Entry {
-    spec::SeqHistory h;
+    speculative::SeqHistory h;
     int64_t high_water = 0;                     // the KV's high-water mark at save time
     std::vector<int64_t> first;                 // [n_layer] first stored position
     std::vector<std::vector<uint16_t>> k, v;    // [n_layer] of [n_head_kv][n - first][head_dim] f16

@@ -2,15 +2,15 @@
 
 #include <algorithm>
 
-#include "spec/answer_cache.h"
+#include "speculative/answer_cache.h"
 
 namespace dspark::serve {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-// A batched forward holds every slot's window: a sure draft (spec::Drafter::kMaxSureDraft) plus its
+// A batched forward holds every slot's window: a sure draft (speculative::Drafter::kMaxSureDraft) plus its
 // pending token, whatever gamma requests may ask.
-constexpr int64_t kMinWindow = spec::Drafter::kMaxSureDraft + 1;
+constexpr int64_t kMinWindow = speculative::Drafter::kMaxSureDraft + 1;
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -30,12 +30,12 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const model::Model& model,
   if (cfg.max_queue < 0) return Status::error("--max-queue must be >= 0");
   std::unique_ptr<Scheduler> s(new Scheduler(model, tok, cfg, std::move(drafters), pool, metrics));
   if (cfg.answer_cache_bytes > 0 && s->drafters_) {
-    const int64_t cap = spec::AnswerCache::capacity_for((int64_t)cfg.answer_cache_bytes);
+    const int64_t cap = speculative::AnswerCache::capacity_for((int64_t)cfg.answer_cache_bytes);
     if (cap == 0)
       return Status::error("--answer-cache-mib: " + std::to_string(cfg.answer_cache_bytes) +
                            " bytes cannot hold the smallest answer cache (" +
-                           std::to_string(spec::AnswerCache::bytes_for(64)) + " bytes); use 0 to turn it off");
-    s->answers_ = std::make_unique<spec::AnswerCache>(spec::AnswerCacheConfig{.capacity_tokens = cap});
+                           std::to_string(speculative::AnswerCache::bytes_for(64)) + " bytes); use 0 to turn it off");
+    s->answers_ = std::make_unique<speculative::AnswerCache>(speculative::AnswerCacheConfig{.capacity_tokens = cap});
   }
   for (int i = 0; i < cfg.n_slots; ++i) {
     auto slot = std::make_unique<Slot>();
@@ -161,7 +161,7 @@ void Scheduler::assign_locked() {
     int64_t best_len = -1;
     for (auto& s : slots_) {
       if (s->job) continue;
-      const int64_t len = spec::common_prefix(s->history.tokens, job->prompt);
+      const int64_t len = speculative::common_prefix(s->history.tokens, job->prompt);
       if (len > best_len || (len == best_len && s->last_used < best->last_used)) {
         best = s.get();
         best_len = len;
@@ -192,7 +192,7 @@ bool Scheduler::start_job(Slot& s) {
   // A snapshot sharing a longer prefix than what the slot holds is restored into it first.
   if (cfg_.cache_bytes > 0 && !job.prompt.empty()) {
     const std::span<const int32_t> head(job.prompt.data(), job.prompt.size() - 1);
-    int64_t own = spec::common_prefix(s.history.tokens, head);
+    int64_t own = speculative::common_prefix(s.history.tokens, head);
     if (own > 0 && own < s.session->kv().min_restorable_length()) own = 0;
     const auto t0 = Clock::now();
     const auto [idx, len] = cache_.best(head);
@@ -201,10 +201,10 @@ bool Scheduler::start_job(Slot& s) {
     restores_ += restored ? 1 : 0;
     cache_restore_ms_ += ms_between(t0, Clock::now());
   }
-  spec::Drafter* drafter = job.use_drafter ? s.drafter.get() : nullptr;
-  const spec::StepperOptions opt{
+  speculative::Drafter* drafter = job.use_drafter ? s.drafter.get() : nullptr;
+  const speculative::StepperOptions opt{
       .prefill_chunk = cfg_.prefill_chunk, .reuse_prefix = cfg_.cache_bytes > 0, .governor = &s.governor};
-  auto st = spec::SpecStepper::create(model_, *s.session, tok_, job.prompt, job.params, drafter, &s.history,
+  auto st = speculative::SpecStepper::create(model_, *s.session, tok_, job.prompt, job.params, drafter, &s.history,
                                       std::move(on_text), opt);
   if (!st) {
     finish(s, st.status(), false);
@@ -317,7 +317,7 @@ void Scheduler::batched_rounds(std::vector<Slot*>& batch) {
 void Scheduler::finish(Slot& s, Status error, bool cancelled) {
   std::shared_ptr<Job> job = s.job;
   const auto now = Clock::now();
-  spec::SpecResult res;
+  speculative::SpecResult res;
   int64_t cached = 0;
   if (s.stepper) {
     cached = s.stepper->reused_tokens();

@@ -34,13 +34,13 @@
 #include "serve/job.h"
 #include "serve/metrics.h"
 #include "serve/prompt_cache.h"
-#include "spec/spec_stepper.h"
+#include "speculative/spec_stepper.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dspark::serve {
 
 // A fresh drafter state for one slot (weights may be shared between calls).
-using DrafterFactory = std::function<Result<std::unique_ptr<spec::Drafter>>()>;
+using DrafterFactory = std::function<Result<std::unique_ptr<speculative::Drafter>>()>;
 
 struct SchedulerConfig {
   int n_slots = 1;
@@ -84,11 +84,11 @@ class Scheduler {
   struct Slot {
     int id = 0;
     std::unique_ptr<model::Session> session;
-    std::unique_ptr<spec::Drafter> drafter;
-    spec::SeqHistory history;
+    std::unique_ptr<speculative::Drafter> drafter;
+    speculative::SeqHistory history;
     std::shared_ptr<Job> job;
-    std::unique_ptr<spec::SpecStepper> stepper;
-    spec::Governor governor;     // kept across the slot's generations (costs and backoff carry over)
+    std::unique_ptr<speculative::SpecStepper> stepper;
+    speculative::Governor governor;     // kept across the slot's generations (costs and backoff carry over)
     uint64_t last_used = 0;
     bool first_text = false;
     int64_t cached_tokens = 0;   // history length, mirrored for state() (guarded by mu_)
@@ -121,7 +121,7 @@ class Scheduler {
   BatchGate gate_;                                   // drafting or plain for batched rounds (guarded by mu_)
   int busy_ = 0;
   PromptCache cache_;
-  std::unique_ptr<spec::AnswerCache> answers_;       // answers already served (scheduler thread; counters any)
+  std::unique_ptr<speculative::AnswerCache> answers_;       // answers already served (scheduler thread; counters any)
   int64_t restores_ = 0;           // snapshots restored into a slot
   double cache_save_ms_ = 0, cache_restore_ms_ = 0;  // time the scheduler thread spent copying snapshots
   int64_t batched_forwards_ = 0;   // forward_multi calls (each verified 2+ rounds)

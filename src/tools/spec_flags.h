@@ -1,22 +1,22 @@
 // The speculative-decoding flags, registered once for every verb that decodes (generate, serve,
-// bench --spec): one flag per key of spec::spec_keys() (--draft-kind, --draft-model,
+// bench --spec): one flag per key of speculative::spec_keys() (--draft-kind, --draft-model,
 // --num-draft-tokens, --draft-threshold, --draft-schedule, --draft-copy, --draft-quant), plus
 // --no-spec where plain decoding is an option. `dspark ab` arm specs use the same keys
-// (spec::parse_spec), so a flag and a spec key never disagree.
+// (speculative::parse_spec), so a flag and a spec key never disagree.
 #pragma once
 
 #include <optional>
 #include <set>
 #include <string>
 
-#include "spec/spec_config.h"
+#include "speculative/spec_config.h"
 #include "tools/args.h"
 #include "runtime/drafter_factory.h"
 
 namespace dspark::tools {
 
 struct SpecFlags {
-  spec::SpecConfig config;
+  speculative::SpecConfig config;
   bool no_spec = false;
   std::set<std::string> given;  // keys set on the command line
 
@@ -30,12 +30,12 @@ struct SpecFlags {
 // --no-spec.
 void add_spec_flags(Args& args, SpecFlags* f, bool no_spec_flag = true);
 
-// After parsing: --no-spec against the drafter flags, and spec::check_spec when a drafter is named.
+// After parsing: --no-spec against the drafter flags, and speculative::check_spec when a drafter is named.
 Status check_spec_flags(const SpecFlags& f);
 
 // What to decode with: the flags when they name a drafter; otherwise the model's shipped drafter
 // (drafters/<name>: DSpark, gamma = its block, cost-aware schedule unless --draft-schedule says
 // otherwise; the other keys as given), else `fallback_ngram` ? n-gram : none. nullopt = plain decoding.
-std::optional<spec::SpecConfig> effective_spec(const SpecFlags& f, const std::string& model_path, bool fallback_ngram);
+std::optional<speculative::SpecConfig> effective_spec(const SpecFlags& f, const std::string& model_path, bool fallback_ngram);
 
 }  // namespace dspark::tools

@@ -75,7 +75,7 @@ Status check_bench_flags(BenchFlags& f) {
   if (!f.spec_mode) return Status::ok();
   SpecFlags& sp = f.spec_flags;
   if (sp.given.count("draft-model") && !sp.given.count("draft-kind")) sp.config.kind = "auto";
-  if (Status st = spec::check_spec(sp.config); !st) return Status::error("--" + st.message());
+  if (Status st = speculative::check_spec(sp.config); !st) return Status::error("--" + st.message());
   return Status::ok();
 }
 
@@ -84,7 +84,7 @@ Status check_bench_flags(BenchFlags& f) {
 int verb_bench(int argc, char** argv) {
   BenchFlags f;
   f.spec_flags.config.kind = "ngram";
-  f.spec_flags.config.quant = spec::DraftQuant::kNone;
+  f.spec_flags.config.quant = speculative::DraftQuant::kNone;
   Args args("dspark bench --model M -p 512 -n 128 --threads 2 [--repeats R] [--json] [--verify-curve]",
             "Prefill speed over -p synthetic tokens and decode speed over -n greedy tokens after a short\n"
             "prompt; medians of --repeats runs. --verify-curve also times one forward of 1..K new tokens\n"

@@ -7,7 +7,7 @@
 
 #include "core/threadpool.h"
 #include "eval/heldout_eval.h"
-#include "spec/spec_config.h"
+#include "speculative/spec_config.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
 #include "runtime/loaded_model.h"
@@ -47,7 +47,7 @@ void print_row(const char* split, const char* what, const std::vector<double>& v
 
 // --replay: heldout_eval (the trainer's checkpoint measurement) on any drafter folder.
 int replay_heldout(const std::string& dir, const model::Model& target, const std::vector<std::string>& data,
-                   int64_t heldout_mod, int64_t n_seqs, spec::DraftQuant draft_quant, int threads, bool json) {
+                   int64_t heldout_mod, int64_t n_seqs, speculative::DraftQuant draft_quant, int threads, bool json) {
   auto ds = train::Dataset::open(data, target.config().n_vocab, heldout_mod);
   if (!ds) {
     std::fprintf(stderr, "dspark drafter-diag: %s\n", ds.message().c_str());
@@ -55,20 +55,20 @@ int replay_heldout(const std::string& dir, const model::Model& target, const std
   }
   ThreadPool pool(threads);
   auto r = eval::heldout_eval(dir, target, *ds, n_seqs, 0, 0.0f, /*record_confidence=*/false, &pool,
-                                spec::copy_bits_of_quant(draft_quant));
+                                speculative::copy_bits_of_quant(draft_quant));
   if (!r) {
     std::fprintf(stderr, "dspark drafter-diag: %s\n", r.message().c_str());
     return kExitBadInput;
   }
   nlohmann::json j = train::heldout_json(*r);
   j["drafter"] = dir;
-  j["draft_quant"] = spec::draft_quant_name(draft_quant);
+  j["draft_quant"] = speculative::draft_quant_name(draft_quant);
   if (json) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("drafter-diag --replay: %s (%s), %lld held-out greedy sequences, %lld rounds\n", dir.c_str(),
-              draft_quant == spec::DraftQuant::kNone ? "as given" : (std::string(spec::draft_quant_name(draft_quant)) + " copies").c_str(),
+              draft_quant == speculative::DraftQuant::kNone ? "as given" : (std::string(speculative::draft_quant_name(draft_quant)) + " copies").c_str(),
               (long long)r->sequences, (long long)r->rounds);
   std::printf("tau %.3f  acceptance %.3f  by position:", r->tau(), r->acceptance());
   for (const auto& v : j["accept_by_pos"]) std::printf(" %.3f", v.get<double>());
@@ -82,7 +82,7 @@ struct DiagFlags {
   int64_t seqs = 32, anchors = 32, seed = 1, heldout_mod = 50, tap_seqs = 64, replay = 0;
   int64_t threads = ThreadPool::default_threads();
   bool json = false;
-  spec::DraftQuant quant = spec::DraftQuant::kNone;  // parsed draft_quant
+  speculative::DraftQuant quant = speculative::DraftQuant::kNone;  // parsed draft_quant
 };
 
 void add_diag_flags(Args& args, DiagFlags* f) {
@@ -211,7 +211,7 @@ int verb_drafter_diag(int argc, char** argv) {
   if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
   if (args.positional().size() != 1) return fail("expected one drafter directory");
   if (f.data.empty()) return fail("--data REGEN_DIR is required");
-  if (!spec::parse_draft_quant(f.draft_quant, &f.quant) || f.quant == spec::DraftQuant::kAuto)
+  if (!speculative::parse_draft_quant(f.draft_quant, &f.quant) || f.quant == speculative::DraftQuant::kAuto)
     return fail("--draft-quant must be none, int8 or int4, got '" + f.draft_quant + "'");
   auto lm = load_model(f.model_spec, f.cache);
   if (!lm) return fail(lm.message());

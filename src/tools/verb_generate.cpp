@@ -8,7 +8,7 @@
 #include "core/threadpool.h"
 #include "generate/generate.h"
 #include "runtime/drafter_mount.h"
-#include "spec/spec_decode.h"
+#include "speculative/spec_decode.h"
 #include "tokenizer/chat_template.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
@@ -84,10 +84,10 @@ Result<std::vector<int32_t>> encode_prompt(const GenerateFlags& f, const LoadedM
 
 struct GenerateRun {
   generate::GenerateResult out;
-  std::optional<spec::SpecConfig> want;  // the drafter asked for (none: plain decoding)
+  std::optional<speculative::SpecConfig> want;  // the drafter asked for (none: plain decoding)
   bool shipped = false;                  // the model's shipped drafter, not one the flags named
-  spec::SpecConfig mounted;
-  spec::SpecStats stats;
+  speculative::SpecConfig mounted;
+  speculative::SpecStats stats;
   nlohmann::json drafter_stats;
 };
 
@@ -119,8 +119,8 @@ Result<GenerateRun> run_generate(const GenerateFlags& f, const LoadedModel& lm, 
   *bad_input = !mount;
   if (!mount) return mount.status();
   run.mounted = (*mount)->config;
-  spec::SpecParams sp{params, (*mount)->gamma(), (*mount)->bundle.governor};
-  auto r = spec::generate_spec(*lm.model, session, *lm.tok, ids, sp, (*mount)->drafter(), on_text);
+  speculative::SpecParams sp{params, (*mount)->gamma(), (*mount)->bundle.governor};
+  auto r = speculative::generate_spec(*lm.model, session, *lm.tok, ids, sp, (*mount)->drafter(), on_text);
   if (!r) return r.status();
   run.stats = r->stats;
   run.drafter_stats = (*mount)->drafter().stats();
@@ -130,7 +130,7 @@ Result<GenerateRun> run_generate(const GenerateFlags& f, const LoadedModel& lm, 
 
 void print_generate(const GenerateFlags& f, const LoadedModel& lm, const GenerateRun& run) {
   const generate::GenerateResult& res = run.out;
-  const spec::SpecStats& stats = run.stats;
+  const speculative::SpecStats& stats = run.stats;
   if (f.json) {
     nlohmann::json j = {{"model", lm.path}, {"text", res.text}, {"tokens", res.tokens},
                         {"finish_reason", generate::finish_reason_name(res.finish)},
@@ -143,7 +143,7 @@ void print_generate(const GenerateFlags& f, const LoadedModel& lm, const Generat
       j["spec"]["drafter"] = run.drafter_stats;
       j["spec"]["drafter_path"] = run.mounted.model;
       j["spec"]["shipped_default"] = run.shipped;
-      j["spec"]["schedule"] = spec::schedule_name(run.mounted.schedule);
+      j["spec"]["schedule"] = speculative::schedule_name(run.mounted.schedule);
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;

@@ -167,23 +167,23 @@ struct ServeDrafter {
   std::unique_ptr<runtime::MountedDrafter> mount;  // must outlive the scheduler
   serve::DrafterInfo info;
   int max_gamma = 0;
-  spec::GovernorConfig governor;
+  speculative::GovernorConfig governor;
   serve::DrafterFactory factory;
 };
 
 Result<ServeDrafter> mount_serve_drafter(const ServeFlags& f, const LoadedModel& lm, ThreadPool* pool) {
   ServeDrafter d;
-  const std::optional<spec::SpecConfig> want = effective_spec(f.spec_flags, lm.path, /*fallback_ngram=*/true);
+  const std::optional<speculative::SpecConfig> want = effective_spec(f.spec_flags, lm.path, /*fallback_ngram=*/true);
   if (!want) return d;
   auto m = runtime::mount_drafter(
       *want, {.n_ctx = f.n_ctx, .cache_dir = resolve_cache_dir(f.cache), .verify_ms = {}, .verbose = f.verbose}, lm, pool);
   if (!m) return m.status();
   d.mount = std::move(m).value();
-  const spec::SpecConfig& c = d.mount->config;
+  const speculative::SpecConfig& c = d.mount->config;
   d.info = {d.mount->kind(), c.model.empty() ? c.suffix_index : c.model, d.mount->gamma(), c.threshold};
   d.max_gamma = std::max(d.mount->gamma(), d.mount->drafter().max_draft());
   d.governor = d.mount->bundle.governor;
-  d.factory = [m = d.mount.get()]() -> Result<std::unique_ptr<spec::Drafter>> { return m->fork(); };
+  d.factory = [m = d.mount.get()]() -> Result<std::unique_ptr<speculative::Drafter>> { return m->fork(); };
   return d;
 }
 

@@ -15,7 +15,7 @@
 #include "core/progress.h"
 #include "core/sha256.h"
 #include "runtime/loaded_model.h"
-#include "spec/suffix_index.h"
+#include "speculative/suffix_index.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
 #include "tools/verbs.h"
@@ -96,7 +96,7 @@ Result<IndexStream> read_stream(const std::vector<std::string>& ids_paths, const
       const size_t from = with_prompts ? 0 : (size_t)q.prompt_len;
       if (from >= q.tokens.size()) continue;  // no answer
       s.stream.insert(s.stream.end(), q.tokens.begin() + (int64_t)from, q.tokens.end());
-      s.stream.push_back(spec::kSuffixSeparator);
+      s.stream.push_back(speculative::kSuffixSeparator);
       tokens += q.tokens.size() - from;
       ++s.n_seqs;
     }
@@ -157,11 +157,11 @@ int verb_suffix_index(int argc, char** argv) {
   const uint64_t n_tokens = s->stream.size() - s->n_seqs;
   ProgressBar bar("suffix-index", n_tokens, " suffixes");
   bar.update(0);
-  const auto sa = spec::build_suffix_array(s->stream, [&](uint64_t done) { bar.update(done); });
+  const auto sa = speculative::build_suffix_array(s->stream, [&](uint64_t done) { bar.update(done); });
   bar.update(n_tokens);
   const nlohmann::json meta = {{"format", "dspark-suffix-index-v1"}, {"model", fs::path(lm->path).filename().string()},
                                {"sources", s->sources}, {"with_prompts", with_prompts}};
-  if (Status st = spec::write_suffix_index(out, s->stream, sa, lm->tok->n_vocab(), spec::tokenizer_fingerprint(*lm->tok),
+  if (Status st = speculative::write_suffix_index(out, s->stream, sa, lm->tok->n_vocab(), speculative::tokenizer_fingerprint(*lm->tok),
                                            meta.dump());
       !st)
     return fail(" build: " + st.message(), 1);

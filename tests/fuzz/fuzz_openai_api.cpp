@@ -2,7 +2,7 @@
 // never throw, crash or abort; every refusal is a 4xx with a message, and an accepted request
 // satisfies the ranges parse_request promises. Accepted requests are rendered back through
 // the response builders and SSE framing (which must not throw on any text either). The same bytes
-// also go through spec::parse_spec, the `dspark ab` arm / speculative-config parser: a refusal has
+// also go through speculative::parse_spec, the `dspark ab` arm / speculative-config parser: a refusal has
 // a message, an accepted config is within the key table's ranges.
 #include <cstddef>
 #include <cstdint>
@@ -10,14 +10,14 @@
 
 #include "core/status.h"
 #include "serve/openai_api.h"
-#include "spec/spec_config.h"
+#include "speculative/spec_config.h"
 
 using namespace dspark::serve;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  if (auto c = dspark::spec::parse_spec(std::string(body)); c) {
-    DSPARK_CHECK(c->gamma >= 0 && c->gamma <= dspark::spec::kMaxGamma);
+  if (auto c = dspark::speculative::parse_spec(std::string(body)); c) {
+    DSPARK_CHECK(c->gamma >= 0 && c->gamma <= dspark::speculative::kMaxGamma);
     DSPARK_CHECK(c->threshold >= 0.0 && c->threshold <= 1.0);
     DSPARK_CHECK(c->schedule == "fixed" || c->cost_schedule());
     DSPARK_CHECK(c->quant == "auto" || c->quant == "none" || c->quant == "int8" || c->quant == "int4");

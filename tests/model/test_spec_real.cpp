@@ -7,10 +7,10 @@
 #include "generate/generate.h"
 #include "kernels/ops.h"
 #include "real_model.h"
-#include "spec/drafter_model.h"
-#include "spec/drafter_ngram.h"
-#include "spec/spec_decode.h"
-#include "../unit/spec/random_drafter.h"
+#include "speculative/drafter_model.h"
+#include "speculative/drafter_ngram.h"
+#include "speculative/spec_decode.h"
+#include "../unit/speculative/random_drafter.h"
 
 namespace dspark::testing {
 namespace {
@@ -55,17 +55,17 @@ TEST(SpecReal, GreedyOutputEqualsSerial) {
     const auto prompt = tok.encode(text, true, false);
     const auto [want, margin] = serial_greedy(prompt);
     for (int gamma : {1, 2, 3, 5, 7}) {
-      spec::NgramDrafter ngram;
-      spec::ModelDrafter self(model, {.n_ctx = 1024, .max_batch = 512}, &test_pool());
+      speculative::NgramDrafter ngram;
+      speculative::ModelDrafter self(model, {.n_ctx = 1024, .max_batch = 512}, &test_pool());
       RandomDrafter random(1000, 100000, 5);
-      for (spec::Drafter* d : std::vector<spec::Drafter*>{&ngram, &self, &random}) {
+      for (speculative::Drafter* d : std::vector<speculative::Drafter*>{&ngram, &self, &random}) {
         if (d == &self && gamma > 3) continue;  // the self-draft costs gamma forwards a round
         model::Session s(model, {.n_ctx = 1024, .max_batch = 512}, &test_pool());
-        spec::SpecParams sp;
+        speculative::SpecParams sp;
         sp.gen.max_tokens = kNewTokens;
         sp.gen.ignore_eos = true;
         sp.gamma = gamma;
-        auto r = spec::generate_spec(model, s, tok, prompt, sp, *d, {});
+        auto r = speculative::generate_spec(model, s, tok, prompt, sp, *d, {});
         ASSERT_TRUE(r.is_ok()) << r.message();
         if (d == &self) {
           EXPECT_EQ(r->stats.accepted, r->stats.drafted) << "self-draft, gamma " << gamma;

@@ -24,12 +24,12 @@ TEST(AbArm, ParsesSerialAndDrafterSpecs) {
   ASSERT_TRUE(a);
   EXPECT_EQ(a->drafter.kind, "auto");
   EXPECT_EQ(a->drafter.gamma, 0);        // the drafter's default (a DSpark block, else 5)
-  EXPECT_EQ(a->drafter.quant, spec::DraftQuant::kNone);   // an A/B measures the checkpoint as given
+  EXPECT_EQ(a->drafter.quant, speculative::DraftQuant::kNone);   // an A/B measures the checkpoint as given
   auto full = parse_arm_spec("C", "draft-model=d,draft-schedule=cost,draft-copy=only,draft-quant=auto");
   ASSERT_TRUE(full) << full.message();
-  EXPECT_EQ(full->drafter.schedule, spec::DraftSchedule::kCost);
-  EXPECT_EQ(full->drafter.copy, spec::CopyMode::kOnly);
-  EXPECT_EQ(full->drafter.quant, spec::DraftQuant::kAuto);
+  EXPECT_EQ(full->drafter.schedule, speculative::DraftSchedule::kCost);
+  EXPECT_EQ(full->drafter.copy, speculative::CopyMode::kOnly);
+  EXPECT_EQ(full->drafter.quant, speculative::DraftQuant::kAuto);
 }
 
 TEST(AbArm, LmHeadIsTheLastKey) {

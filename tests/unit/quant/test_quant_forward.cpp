@@ -14,7 +14,7 @@
 #include "quant/bind.h"
 #include "quant/convert.h"
 #include "kernels/packed.h"
-#include "spec/drafter_dspark.h"
+#include "speculative/drafter_dspark.h"
 #include "tiny_drafter.h"
 
 namespace dspark::quant {
@@ -107,17 +107,17 @@ class QuantForward : public ::testing::Test {
     std::vector<float> hidden, logits;  // [γ, H], [γ, V_d] Markov-corrected rows
   };
   Run run(const std::string& dir, bool fast_path, int copy_bits = 0) {
-    spec::DSparkOptions opt;
+    speculative::DSparkOptions opt;
     opt.markov_fast_path = fast_path;
     opt.copy_bits = copy_bits;
-    auto d = spec::DSparkDrafter::load(dir, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
+    auto d = speculative::DSparkDrafter::load(dir, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
     EXPECT_TRUE(d.is_ok()) << d.message();
     if (!d.is_ok()) return {};
-    spec::DSparkDrafter& dr = **d;
+    speculative::DSparkDrafter& dr = **d;
     const int64_t n = 6, H = shape_.H;
     std::vector<std::vector<float>> taps(shape_.taps.size(), std::vector<float>((size_t)(n * H)));
     Rng rng(21);
-    spec::TapRows rows;
+    speculative::TapRows rows;
     for (auto& t : taps) {
       for (float& x : t) x = (float)testing::tiny_normal(rng);
       rows.taps.push_back(t.data());
@@ -126,7 +126,7 @@ class QuantForward : public ::testing::Test {
     rows.n_embd = H;
     const std::vector<int32_t> prompt = {2, 7, 9, 11, 13, 15};
     EXPECT_TRUE(dr.begin(prompt, rows).is_ok());
-    spec::DraftResult out;
+    speculative::DraftResult out;
     EXPECT_TRUE(dr.draft({.pending = 17, .pos = n, .max_n = (int)shape_.block, .sampler = {}, .rng = nullptr}, &out).is_ok());
     Run r;
     r.tokens = out.tokens;
@@ -186,9 +186,9 @@ TEST_F(QuantForward, QuantizedForwardEqualsDequantizedDenseForward) {
 TEST_F(QuantForward, Int8MatmulsTrackTheCheckpointForward) {
   // --draft-quant int8: fc and the layers' matrices become Q8_0 copies (packed where the CPU has
   // the packed kernel); gather tables, the Markov head and the target's LM head rows stay.
-  spec::DSparkOptions opt;
+  speculative::DSparkOptions opt;
   opt.copy_bits = 8;
-  auto d = spec::DSparkDrafter::load(dense_, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
+  auto d = speculative::DSparkDrafter::load(dense_, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
   ASSERT_TRUE(d.is_ok()) << d.message();
   const net::DSparkWeights& w = (*d)->model().weights();
   EXPECT_EQ(w.fc.describe(), "Q8_0");
@@ -220,10 +220,10 @@ TEST_F(QuantForward, Int4CopiesTrackA4BitCheckpoint) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(convert(name, spec).is_ok());
     const std::string q = (tmp_ / name).string();
-    spec::DSparkOptions opt;
-    auto given = spec::DSparkDrafter::load(q, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
+    speculative::DSparkOptions opt;
+    auto given = speculative::DSparkDrafter::load(q, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
     opt.copy_bits = 4;
-    auto d = spec::DSparkDrafter::load(q, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
+    auto d = speculative::DSparkDrafter::load(q, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
     ASSERT_TRUE(given.is_ok() && d.is_ok()) << d.message();
     const net::DSparkWeights& w = (*d)->model().weights();
     const net::DSparkWeights& w0 = (*given)->model().weights();
@@ -250,7 +250,7 @@ TEST_F(QuantForward, Int4CopiesTrackA4BitCheckpoint) {
     EXPECT_EQ(run(q, true, 4).tokens, a.tokens);  // the exact Markov fast path, as for int8
     // Other widths are refused with a message, not an abort.
     opt.copy_bits = 2;
-    auto bad = spec::DSparkDrafter::load(q, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
+    auto bad = speculative::DSparkDrafter::load(q, testing::tiny_target(shape_), &table_.tables, opt, nullptr);
     ASSERT_FALSE(bad.is_ok());
     EXPECT_NE(bad.message().find("8 or 4"), std::string::npos) << bad.message();
   }
@@ -329,7 +329,7 @@ TEST_F(QuantForward, LoaderErrorsNameTensorAndField) {
   ASSERT_TRUE(convert("a", {Method::kAffine, 4, 32}).is_ok());
   ASSERT_TRUE(convert("t", {Method::kTurbo, 4, 32}).is_ok());
   auto load_error = [&](const std::string& dir) {
-    auto d = spec::DSparkDrafter::load(dir, testing::tiny_target(shape_), &table_.tables, {}, nullptr);
+    auto d = speculative::DSparkDrafter::load(dir, testing::tiny_target(shape_), &table_.tables, {}, nullptr);
     EXPECT_FALSE(d.is_ok());
     return d.is_ok() ? std::string() : d.message();
   };

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "sample/sampler.h"
-#include "spec/verify.h"
+#include "speculative/verify.h"
 
 namespace dspark::sample {
 namespace {
@@ -211,9 +211,9 @@ TEST(RowDist, RejectionAcceptMatchesListOracle) {
         // Drafts and their q: one-hot on the target's favourite, one-hot on a random token,
         // a sparse q of 50 tokens, or q concentrated on the target's top 3.
         std::vector<int32_t> drafts;
-        std::vector<spec::SparseDist> q;
+        std::vector<speculative::SparseDist> q;
         for (int i = 0; i < d; ++i) {
-          spec::SparseDist qi;
+          speculative::SparseDist qi;
           if (q_kind == 0) qi = {{ref[(size_t)i][0].id, 1.0f}};
           if (q_kind == 1) qi = {{(int32_t)(gen() % n), 1.0f}};
           if (q_kind == 2) {
@@ -232,9 +232,9 @@ TEST(RowDist, RejectionAcceptMatchesListOracle) {
           q.push_back(std::move(qi));
         }
         Rng a((uint64_t)rep * 31 + (uint64_t)q_kind), b((uint64_t)rep * 31 + (uint64_t)q_kind);
-        const spec::Acceptance fast = spec::accept_rejection(
+        const speculative::Acceptance fast = speculative::accept_rejection(
             [&](int i) -> const RowDist& { return s.row(rows[(size_t)i].data(), n); }, drafts, q, a);
-        const spec::Acceptance slow = spec::accept_rejection_ref(ref, drafts, q, b);
+        const speculative::Acceptance slow = speculative::accept_rejection_ref(ref, drafts, q, b);
         ++trials;
         rejections += fast.n_accept < d;
         mismatches += fast.n_accept != slow.n_accept || fast.next != slow.next;

@@ -181,7 +181,7 @@ TEST(OpenAiApi, ErrorBodyShape) {
 }
 
 TEST(OpenAiApi, UsageCarriesSpeculationOnlyWhenADrafterRan) {
-  spec::SpecStats st;
+  speculative::SpecStats st;
   st.resize(3);
   st.add_round(3, 2);
   st.add_round(3, 0);

@@ -11,7 +11,7 @@
 #include "generate/generate.h"
 #include "serve/prepare.h"
 #include "serve/scheduler.h"
-#include "spec/drafter_ngram.h"
+#include "speculative/drafter_ngram.h"
 
 namespace dspark::serve {
 namespace {
@@ -41,7 +41,7 @@ class SchedulerTiny : public ::testing::Test {
 
   std::unique_ptr<Scheduler> make(int slots, int queue, bool drafter, size_t cache_bytes = 1 << 30, bool batch = true) {
     DrafterFactory f;
-    if (drafter) f = []() -> Result<std::unique_ptr<spec::Drafter>> { return std::unique_ptr<spec::Drafter>(std::make_unique<spec::NgramDrafter>()); };
+    if (drafter) f = []() -> Result<std::unique_ptr<speculative::Drafter>> { return std::unique_ptr<speculative::Drafter>(std::make_unique<speculative::NgramDrafter>()); };
     SchedulerConfig cfg{.n_slots = slots, .max_queue = queue, .n_ctx = 128, .max_batch = 16, .prefill_chunk = 5,
                         .cache_bytes = cache_bytes, .batch_rounds = batch, .max_window = 65, .verify_ms = {},
                         .gate = {}};
@@ -126,11 +126,11 @@ TEST_F(SchedulerTiny, NextTurnReusesThePreviousOne) {
 // A question asked again (prompt cache off, so nothing else is reused) is drafted from the answer
 // to its first asking: every slot's drafter sees the shared answer cache; answers stay serial's.
 TEST_F(SchedulerTiny, AnswerCacheDraftsARepeatedQuestion) {
-  std::vector<spec::NgramDrafter*> drafters;
-  DrafterFactory f = [&drafters]() -> Result<std::unique_ptr<spec::Drafter>> {
-    auto d = std::make_unique<spec::NgramDrafter>();
+  std::vector<speculative::NgramDrafter*> drafters;
+  DrafterFactory f = [&drafters]() -> Result<std::unique_ptr<speculative::Drafter>> {
+    auto d = std::make_unique<speculative::NgramDrafter>();
     drafters.push_back(d.get());
-    return std::unique_ptr<spec::Drafter>(std::move(d));
+    return std::unique_ptr<speculative::Drafter>(std::move(d));
   };
   SchedulerConfig cfg{.n_slots = 2, .max_queue = 4, .n_ctx = 128, .max_batch = 16, .prefill_chunk = 5,
                       .cache_bytes = 0, .batch_rounds = true, .max_window = 65, .verify_ms = {}, .gate = {},
@@ -150,7 +150,7 @@ TEST_F(SchedulerTiny, AnswerCacheDraftsARepeatedQuestion) {
   EXPECT_EQ(st["answers"], 2);
   EXPECT_GT(st["hits"].get<int64_t>(), 0);
   int64_t rounds = 0, accepted = 0;
-  for (const spec::NgramDrafter* d : drafters) {
+  for (const speculative::NgramDrafter* d : drafters) {
     const auto ds = d->stats();
     ASSERT_TRUE(ds.contains("answer_cache"));
     rounds += ds["answer_cache"]["rounds"].get<int64_t>();
@@ -209,11 +209,11 @@ TEST_F(SchedulerTiny, SnapshotBudgetEvictsLeastRecentlyUsed) {
   model::Session s(*model_, {.n_ctx = 128, .max_batch = 16}, &pool_);
   // Runs p + 2 generated tokens on the session and snapshots its first n positions (all by default).
   auto fill = [&](PromptCache& cache, const std::vector<int32_t>& p, int64_t n = INT64_MAX) {
-    spec::SeqHistory h;
-    spec::SpecParams sp;
+    speculative::SeqHistory h;
+    speculative::SpecParams sp;
     sp.gen.max_tokens = 2;
     sp.gen.ignore_eos = true;
-    auto st = spec::SpecStepper::create(*model_, s, *tok_, p, sp, nullptr, &h, {});
+    auto st = speculative::SpecStepper::create(*model_, s, *tok_, p, sp, nullptr, &h, {});
     ASSERT_TRUE(st.is_ok());
     while (!(*st)->done()) ASSERT_TRUE((*st)->step().is_ok());
     cache.save(s.kv(), h, n);
@@ -245,14 +245,14 @@ TEST_F(SchedulerTiny, SnapshotBudgetEvictsLeastRecentlyUsed) {
   // A restore copies only the positions the caller will use; generating on from there is exact.
   // (30: the ring rows a query at 30 reads, positions 23..29, are among those kept, 17..39.)
   const std::vector<int32_t> p = prompt_of(40, 6);
-  spec::SeqHistory h;
+  speculative::SeqHistory h;
   ASSERT_TRUE(head.restore(0, s.kv(), &h, 30));
   EXPECT_EQ(s.kv().length(), 30);
   EXPECT_EQ(h.tokens, std::vector<int32_t>(p.begin(), p.begin() + 30));
-  spec::SpecParams sp;
+  speculative::SpecParams sp;
   sp.gen.max_tokens = 4;
   sp.gen.ignore_eos = true;
-  auto st = spec::SpecStepper::create(*model_, s, *tok_, p, sp, nullptr, &h, {});
+  auto st = speculative::SpecStepper::create(*model_, s, *tok_, p, sp, nullptr, &h, {});
   ASSERT_TRUE(st.is_ok());
   EXPECT_EQ((*st)->reused_tokens(), 30);
   while (!(*st)->done()) ASSERT_TRUE((*st)->step().is_ok());
@@ -346,7 +346,7 @@ TEST_F(SchedulerTiny, PrepareChecksModelContextAndSpec) {
   EXPECT_EQ(p.params.gen.max_tokens, 64 - (int)p.prompt.size());  // default capped by the context
   EXPECT_TRUE(p.use_drafter);
   EXPECT_EQ(p.params.gamma, 5);
-  EXPECT_EQ(p.params.sure_cap, spec::Drafter::kMaxSureDraft);  // no num_draft_tokens: sure drafts may run past gamma
+  EXPECT_EQ(p.params.sure_cap, speculative::Drafter::kMaxSureDraft);  // no num_draft_tokens: sure drafts may run past gamma
   EXPECT_EQ(p.params.gen.sampler.seed, 42u);
 
   r.model = "tiny.gguf";
@@ -402,13 +402,13 @@ TEST(Metrics, PrometheusNamesAndHistograms) {
   Metrics m;
   m.count_request("/v1/chat/completions", 200);
   m.count_request("/v1/chat/completions", 400);
-  spec::SpecStats st;
+  speculative::SpecStats st;
   st.resize(2);
   st.add_round(2, 1);
   st.generated = 2;
   m.record_job({.prompt_tokens = 5, .completion_tokens = 2, .cached_tokens = 3, .spec = &st, .ttft_s = 0.02,
                 .total_s = 0.3});
-  spec::SpecStats wide;
+  speculative::SpecStats wide;
   wide.resize(4);
   wide.add_round(4, 4);
   m.record_job({.completion_tokens = 5, .spec = &wide, .total_s = 200});

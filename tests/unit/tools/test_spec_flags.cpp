@@ -22,7 +22,7 @@ TEST(SpecFlags, EachRegisteredTargetMountsItsShippedDrafter) {
     EXPECT_EQ(c->kind, "dspark") << e.name;
     EXPECT_EQ(std::filesystem::path(c->model).filename().string(), e.drafter);
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(c->model) / "config.json")) << c->model;
-    EXPECT_EQ(c->schedule, spec::DraftSchedule::kCostStatic) << e.name;
+    EXPECT_EQ(c->schedule, speculative::DraftSchedule::kCostStatic) << e.name;
   }
   EXPECT_EQ(shipped, 2);  // gemma3-270m and smollm2-135m
 }

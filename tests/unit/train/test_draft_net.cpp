@@ -1,5 +1,5 @@
 // Drafter training: every gradient against central finite differences, and the training forward
-// against the serving forward (spec::DSparkDrafter) on an exported checkpoint.
+// against the serving forward (speculative::DSparkDrafter) on an exported checkpoint.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,8 +9,8 @@
 #include "core/f16.h"
 #include "core/rng.h"
 #include "dspark/copy_head.h"
-#include "spec/answer_cache.h"
-#include "spec/drafter_dspark.h"
+#include "speculative/answer_cache.h"
+#include "speculative/drafter_dspark.h"
 #include "train/draft_net.h"
 #include "train/dataset.h"
 #include "train/draft_params.h"
@@ -205,11 +205,11 @@ void check_matches_serving(bool folded, int lookup = 0) {
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(export_checkpoint(f->p, dir, "").is_ok());
   net::TargetTables tables{f->qtable, f->qtable, kV, kH};
-  spec::DSparkOptions opt;
+  speculative::DSparkOptions opt;
   opt.markov_fast_path = false;
   opt.report_confidence = true;
   ThreadPool pool(1);
-  auto d = spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
+  auto d = speculative::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, &pool);
   ASSERT_TRUE(d.is_ok()) << d.message();
   const int64_t g = 3, vd = (int64_t)f->p.d2t.size();
   for (size_t bi = 0; bi < f->batch.blocks.size(); ++bi) {
@@ -220,10 +220,10 @@ void check_matches_serving(bool folded, int lookup = 0) {
     for (int64_t i = 0; i < blk.anchor; ++i)
       for (int t = 0; t < 2; ++t)
         std::copy_n(&seq.taps[(size_t)((i * 2 + t) * kH)], kH, &per_tap[t][(size_t)(i * kH)]);
-    spec::TapRows rows{{per_tap[0].data(), per_tap[1].data()}, blk.anchor, kH};
+    speculative::TapRows rows{{per_tap[0].data(), per_tap[1].data()}, blk.anchor, kH};
     std::vector<int32_t> prompt(f->tokens[(size_t)blk.seq].begin(), f->tokens[(size_t)blk.seq].begin() + blk.anchor);
     ASSERT_TRUE((*d)->begin(prompt, rows).is_ok());
-    spec::DraftResult out;
+    speculative::DraftResult out;
     ASSERT_TRUE((*d)->draft({blk.prev[0], blk.anchor, (int)g, {}, nullptr}, &out).is_ok());
     for (int64_t i = 0; i < g * kH; ++i)
       EXPECT_NEAR((*d)->last_hidden()[i], net.hidden()[bi * g * kH + i], kServeTol) << "block " << bi << " value " << i;
@@ -253,11 +253,11 @@ TEST(LookupChain, ChainsGuessesThenMasks) {
 }
 
 // n random rows of the fixture's two taps, held in *store.
-spec::TapRows random_taps(Rng& rng, int64_t n, std::vector<std::vector<float>>* store) {
+speculative::TapRows random_taps(Rng& rng, int64_t n, std::vector<std::vector<float>>* store) {
   store->assign(2, std::vector<float>((size_t)(n * kH)));
   for (auto& t : *store)
     for (float& x : t) x = (float)normal(rng);
-  return spec::TapRows{{(*store)[0].data(), (*store)[1].data()}, n, kH};
+  return speculative::TapRows{{(*store)[0].data(), (*store)[1].data()}, n, kH};
 }
 
 // A one-layer fixture exported as a serving checkpoint (folder `name` under the test temp dir), with
@@ -266,8 +266,8 @@ struct ServingFixture {
   std::unique_ptr<Fixture> f;
   std::string dir;
   net::TargetTables tables;
-  Result<std::unique_ptr<spec::DSparkDrafter>> load(const spec::DSparkOptions& opt, ThreadPool* pool) const {
-    return spec::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, pool);
+  Result<std::unique_ptr<speculative::DSparkDrafter>> load(const speculative::DSparkOptions& opt, ThreadPool* pool) const {
+    return speculative::DSparkDrafter::load(dir, net::TargetShape{kTargetLayers, kH, kV}, &tables, opt, pool);
   }
 };
 ServingFixture serving_fixture(uint64_t seed, const std::string& name) {
@@ -284,7 +284,7 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
   const ServingFixture fx = serving_fixture(91, "dspark_train_copy");
   ThreadPool pool(1);
   auto load = [&](bool copy) {
-    spec::DSparkOptions opt;
+    speculative::DSparkOptions opt;
     opt.copy = copy;
     auto d = fx.load(opt, &pool);
     EXPECT_TRUE(d.is_ok()) << d.message();
@@ -295,14 +295,14 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
     store.assign(2, std::vector<float>((size_t)(n * kH)));
     for (auto& t : store)
       for (float& x : t) x = (float)normal(rng);
-    return spec::TapRows{{store[0].data(), store[1].data()}, n, kH};
+    return speculative::TapRows{{store[0].data(), store[1].data()}, n, kH};
   };
   std::vector<std::vector<float>> store;
   {  // 1 2 3 4 1 2 3 4 1 2, pending 3: every slot is a copy (4 1 2 3), no backbone.
     auto d = load(true);
     const std::vector<int32_t> prompt = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
     ASSERT_TRUE(d->begin(prompt, taps_for(10, store)).is_ok());
-    spec::DraftResult out;
+    speculative::DraftResult out;
     ASSERT_TRUE(d->draft({3, 10, 4, {}, nullptr}, &out).is_ok());
     EXPECT_EQ(out.tokens, (std::vector<int32_t>{4, 1, 2, 3}));
     EXPECT_FALSE(d->last_backbone_ran());
@@ -312,7 +312,7 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
   }
   {  // A copy expected to do worse than the drafter's own slots yields its slot to the backbone,
      // unless the copy head goes first (draft-copy=first). Priors: drafter slots 0.9, 1-grams 0.1.
-    spec::DSparkOptions opt;
+    speculative::DSparkOptions opt;
     opt.copy = true;
     opt.copy_cfg.prior_acceptance = {0.9, 0.1, 0.1, 0.1, 0.1};
     auto yield = fx.load(opt, &pool);
@@ -323,7 +323,7 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
     const std::vector<int32_t> prompt = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
     const auto rows = taps_for(10, store);
     for (auto* d : {&*yield.value(), &*first.value(), &*off}) ASSERT_TRUE(d->begin(prompt, rows).is_ok());
-    spec::DraftResult y, fi, o;
+    speculative::DraftResult y, fi, o;
     ASSERT_TRUE(yield.value()->draft({3, 10, 4, {}, nullptr}, &y).is_ok());
     ASSERT_TRUE(first.value()->draft({3, 10, 4, {}, nullptr}, &fi).is_ok());
     ASSERT_TRUE(off->draft({3, 10, 4, {}, nullptr}, &o).is_ok());
@@ -339,7 +339,7 @@ TEST(DraftNet, CopyHeadInTheServingDrafter) {
     const auto rows = taps_for(6, store);
     ASSERT_TRUE(on->begin(prompt, rows).is_ok());
     ASSERT_TRUE(off->begin(prompt, rows).is_ok());
-    spec::DraftResult a, b;
+    speculative::DraftResult a, b;
     ASSERT_TRUE(on->draft({16, 6, 4, {}, nullptr}, &a).is_ok());
     ASSERT_TRUE(off->draft({16, 6, 4, {}, nullptr}, &b).is_ok());
     ASSERT_EQ(a.tokens.size(), 4u);
@@ -355,10 +355,10 @@ TEST(DraftNet, SuffixIndexIsTheCopyHeadsThirdSource) {
   ThreadPool pool(1);
   // Answers: "15 16 30 31 32" and "15 16 30 31": 15 16 -> 30, 16 30 -> 31, 30 31 -> 32 (the second
   // 30 31 ends its answer, so it has no continuation), 31 32 -> nothing.
-  std::vector<int32_t> stream = {15, 16, 30, 31, 32, spec::kSuffixSeparator, 15, 16, 30, 31, spec::kSuffixSeparator};
-  auto sa = spec::build_suffix_array(stream);
-  auto index = spec::SuffixIndex::from_arrays(stream, sa);
-  spec::DSparkOptions opt;
+  std::vector<int32_t> stream = {15, 16, 30, 31, 32, speculative::kSuffixSeparator, 15, 16, 30, 31, speculative::kSuffixSeparator};
+  auto sa = speculative::build_suffix_array(stream);
+  auto index = speculative::SuffixIndex::from_arrays(stream, sa);
+  speculative::DSparkOptions opt;
   opt.copy = true;
   opt.index = index;
   opt.copy_cfg.index_share_edges = {0.1, 0.6};
@@ -369,11 +369,11 @@ TEST(DraftNet, SuffixIndexIsTheCopyHeadsThirdSource) {
   ASSERT_TRUE(on.is_ok() && plain.is_ok()) << on.message() << plain.message();
   Rng rng(7);
   std::vector<std::vector<float>> store;
-  const spec::TapRows rows = random_taps(rng, 6, &store);  // 6 prompt rows of both taps
+  const speculative::TapRows rows = random_taps(rng, 6, &store);  // 6 prompt rows of both taps
   const std::vector<int32_t> prompt = {10, 11, 12, 13, 14, 15};
   ASSERT_TRUE(on.value()->begin(prompt, rows).is_ok());
   ASSERT_TRUE(plain.value()->begin(prompt, rows).is_ok());
-  spec::DraftResult a, b;
+  speculative::DraftResult a, b;
   ASSERT_TRUE(on.value()->draft({16, 6, 4, {}, nullptr}, &a).is_ok());
   ASSERT_TRUE(plain.value()->draft({16, 6, 4, {}, nullptr}, &b).is_ok());
   ASSERT_EQ(a.tokens.size(), 4u);
@@ -385,7 +385,7 @@ TEST(DraftNet, SuffixIndexIsTheCopyHeadsThirdSource) {
   EXPECT_TRUE(plain.value()->last_backbone_ran());  // without the index slot 0 is the network's
   // The target accepts 30 and 31: the top bucket has 2 of 2 evaluated slots accepted; 32 is rejected.
   std::vector<std::vector<float>> store3(2, std::vector<float>((size_t)(3 * kH), 0.5f));
-  const spec::TapRows rows3{{store3[0].data(), store3[1].data()}, 3, kH};
+  const speculative::TapRows rows3{{store3[0].data(), store3[1].data()}, 3, kH};
   ASSERT_TRUE(on.value()->commit(std::vector<int32_t>{16, 30, 31}, 6, rows3).is_ok());
   const auto share = on.value()->stats()["copy_head"]["by_index_share"];
   ASSERT_EQ(share.size(), 2u);
@@ -399,19 +399,19 @@ TEST(DraftNet, SuffixIndexIsTheCopyHeadsThirdSource) {
 TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
   const ServingFixture fx = serving_fixture(95, "dspark_train_answers");
   ThreadPool pool(1);
-  spec::DSparkOptions opt;
+  speculative::DSparkOptions opt;
   opt.copy = true;
   opt.copy_cfg.cache_match_edges = {3, 4, 5};
   opt.copy_cfg.cache_prior = {0.6, 0.7, 0.8};
   auto d = fx.load(opt, &pool);
   ASSERT_TRUE(d.is_ok()) << d.message();
-  spec::AnswerCache cache({.capacity_tokens = 1024});
+  speculative::AnswerCache cache({.capacity_tokens = 1024});
   cache.add(std::vector<int32_t>{3, 14, 15}, std::vector<int32_t>{16, 33, 34, 35});
   Rng rng(9);
   std::vector<std::vector<float>> store;
-  const spec::TapRows rows = random_taps(rng, 6, &store);  // 6 prompt rows of both taps
+  const speculative::TapRows rows = random_taps(rng, 6, &store);  // 6 prompt rows of both taps
   const std::vector<int32_t> prompt = {10, 11, 12, 13, 14, 15};
-  spec::DraftResult a, b;
+  speculative::DraftResult a, b;
   ASSERT_TRUE(d.value()->begin(prompt, rows).is_ok());
   ASSERT_TRUE(d.value()->draft({16, 6, 4, {}, nullptr}, &b).is_ok());
   EXPECT_TRUE(d.value()->last_backbone_ran());  // no cache attached: slot 0 is the network's
@@ -427,7 +427,7 @@ TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
   ASSERT_EQ(by.size(), 3u);
   EXPECT_EQ(by[0]["match_from"], 3);
   // Sure drafts (a round the governor made plain): copies estimated at >= 0.75 only, no backbone.
-  spec::DraftRequest sure{16, 6, 4, {}, nullptr};
+  speculative::DraftRequest sure{16, 6, 4, {}, nullptr};
   sure.sure_only = true;
   ASSERT_TRUE(d.value()->begin(prompt, rows).is_ok());
   ASSERT_TRUE(d.value()->draft(sure, &a).is_ok());
@@ -442,12 +442,12 @@ TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
   EXPECT_EQ(a.tokens, (std::vector<int32_t>{33, 34, 35}));  // the stored answer ends there
   EXPECT_FALSE(surer.value()->last_backbone_ran());
   // Sure drafts are copies, so they may run past the block (4 here) up to kMaxSureDraft.
-  spec::AnswerCache long_cache({.capacity_tokens = 1024});
+  speculative::AnswerCache long_cache({.capacity_tokens = 1024});
   long_cache.add(std::vector<int32_t>{5, 6, 7}, std::vector<int32_t>{8, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30});
   surer.value()->use_answer_cache(&long_cache);
   const std::vector<int32_t> asked = {1, 2, 5, 6, 7};
-  const spec::TapRows rows5{{store[0].data(), store[1].data()}, 5, kH};
-  spec::DraftRequest sure_long{8, 5, 10, {}, nullptr};
+  const speculative::TapRows rows5{{store[0].data(), store[1].data()}, 5, kH};
+  speculative::DraftRequest sure_long{8, 5, 10, {}, nullptr};
   sure_long.sure_only = true;
   ASSERT_TRUE(surer.value()->begin(asked, rows5).is_ok());
   ASSERT_TRUE(surer.value()->draft(sure_long, &a).is_ok());
@@ -459,19 +459,19 @@ TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
   auto own = fx.load(opt, &pool);
   ASSERT_TRUE(own.is_ok());
   const std::vector<int32_t> again = {1, 2, 3, 4, 1, 2};
-  const spec::TapRows rows6{{store[0].data(), store[1].data()}, 6, kH};
+  const speculative::TapRows rows6{{store[0].data(), store[1].data()}, 6, kH};
   ASSERT_TRUE(own.value()->begin(again, rows6).is_ok());
   ASSERT_TRUE(own.value()->draft(sure, &a).is_ok());  // pending 16: ... 1 2 16 has no own match
   EXPECT_TRUE(a.tokens.empty());
-  spec::DraftRequest sure3{3, 6, 4, {}, nullptr};
+  speculative::DraftRequest sure3{3, 6, 4, {}, nullptr};
   sure3.sure_only = true;
   ASSERT_TRUE(own.value()->draft(sure3, &a).is_ok());  // pending 3: 1 2 3 -> 4 1 2 3 by lookup, not sure
   EXPECT_TRUE(a.tokens.empty());
   // A fork is a fresh state over the same weights and options: the same drafts for the same request.
-  std::unique_ptr<spec::Drafter> forked = surer.value()->fork();
+  std::unique_ptr<speculative::Drafter> forked = surer.value()->fork();
   ASSERT_TRUE(forked);
   forked->use_answer_cache(&cache);
-  spec::DraftResult f1;
+  speculative::DraftResult f1;
   ASSERT_TRUE(forked->begin(prompt, rows).is_ok());
   ASSERT_TRUE(forked->draft(sure, &f1).is_ok());
   EXPECT_EQ(f1.tokens, (std::vector<int32_t>{33, 34, 35}));
@@ -480,7 +480,7 @@ TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
   ASSERT_TRUE(surer.value()->draft({16, 6, 4, {}, nullptr}, &a).is_ok());
   EXPECT_EQ(f1.tokens, a.tokens);
   // Sampled rounds never read the answers of other requests.
-  spec::DraftRequest sampled{16, 6, 4, {}, &rng};
+  speculative::DraftRequest sampled{16, 6, 4, {}, &rng};
   sampled.sampler.temperature = 0.7f;
   ASSERT_TRUE(surer.value()->begin(prompt, rows).is_ok());
   ASSERT_TRUE(surer.value()->draft(sampled, &a).is_ok());

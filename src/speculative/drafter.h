@@ -1,0 +1,92 @@
+// The drafter interface shared by every draft source (n-gram lookup, a second GGUF model, DSpark).
+//
+// Round protocol (the loop: spec_decode.h): the target has committed positions [0, P); `pending` is the token
+// at position P, not yet in the target KV. The loop calls draft(pending, ...) to get d <= max_n
+// proposals for positions P+1..P+d, runs ONE target forward over [pending, drafts...] (with the
+// taps the drafter asked for), accepts k of the drafts, and calls commit(): positions P..P+k are
+// now committed (pending + k accepted drafts), with their target tap rows.
+// Thread safety: one drafter state per request; not shared across threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/status.h"
+#include "model/taps.h"
+#include "sample/sampler.h"
+#include "speculative/verify.h"
+
+namespace dspark::speculative {
+
+class AnswerCache;  // spec/answer_cache.h
+
+// Target hidden-state rows for a run of positions: taps[i] for tap point required_taps()[i].
+using TapRows = model::TapRows;
+
+struct DraftRequest {
+  int32_t pending = 0;         // token at position pos (the anchor)
+  int64_t pos = 0;             // its position
+  int max_n = 0;               // propose at most this many tokens
+  sample::SamplerConfig sampler;  // the request's sampling; temperature > 0: sample drafts and report q
+  Rng* rng = nullptr;          // for sampled drafts
+  // Only tokens the drafter is sure of (Drafter::sure_drafts); may return none. Asked of drafters
+  // whose sure_drafts() is true only.
+  bool sure_only = false;
+};
+
+struct DraftResult {
+  std::vector<int32_t> tokens;             // d <= max_n proposals for positions pos+1..pos+d
+  // For temperature > 0 only: q[i] = the distribution tokens[i] was drawn from, as sparse
+  // (id, prob) pairs that sum to 1 (greedy drafters give one pair with p = 1).
+  std::vector<SparseDist> q;
+  std::vector<float> confidence;           // optional per-slot confidence (DSpark)
+  void clear() { tokens.clear(); q.clear(); confidence.clear(); }
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string kind() const = 0;
+  // The most tokens one draft() can propose (a request asking for more is clamped to this).
+  virtual int max_draft() const { return kMaxDraftDefault; }
+  static constexpr int kMaxDraftDefault = 16;
+  // Tap points of the target this drafter needs (empty: none; the verify pays nothing).
+  virtual std::vector<int> required_taps() const { return {}; }
+  // A new request: prompt tokens [0, P) are committed in the target (P = prompt.size()); `taps`
+  // holds their tap rows when required_taps() is non-empty.
+  virtual Status begin(std::span<const int32_t> prompt, const TapRows& taps) = 0;
+  virtual Status draft(const DraftRequest& req, DraftResult* out) = 0;
+  // Positions [pos, pos + committed.size()) are committed: committed[0] is the old pending token,
+  // followed by the accepted drafts. `taps` has one row per committed token.
+  virtual Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) = 0;
+  // The target forward over n_tokens (pending + drafts) that verified the last draft took `ms`
+  // (single-sequence rounds only; a batched forward of several requests is not reported).
+  virtual void observe_verify(int n_tokens, double ms) {}
+  // A pool of answers already served (serve: shared by every slot, owned by the scheduler, used on
+  // its thread) that weightless and copy-head drafts may continue where the request's own prompt
+  // lookup finds no match; nullptr detaches it. Drafters that cannot use it ignore it.
+  virtual void use_answer_cache(const AnswerCache* cache) { (void)cache; }
+  // A fresh state for another request or server slot over the same weights, tables and options (no
+  // loading; nothing of this state's request or answer cache is carried). Whatever the weights live
+  // in must outlive the fork (runtime::MountedDrafter owns it).
+  virtual std::unique_ptr<Drafter> fork() const = 0;
+  // Sure drafts: asked with DraftRequest::sure_only in a round the governor (or the server's batch
+  // gate) made plain, the drafter proposes only tokens that cost no network pass and that it
+  // estimates the target takes with probability >= kSureAcceptance each (copies of a long match in
+  // the answers already served), so that such text is not decoded token by token.
+  // Greedy requests only. Drafters without such estimates return false and are never asked.
+  virtual bool sure_drafts() const { return false; }
+  static constexpr double kSureAcceptance = 0.75;
+  // A sure draft may run past gamma (copies need no network pass): at most this many tokens
+  // (SpecParams::sure_cap, which a request's explicit num_draft_tokens lowers to it).
+  static constexpr int kMaxSureDraft = 16;
+  // Drafter-specific counters for the request's telemetry (empty object if none).
+  virtual nlohmann::json stats() const { return nlohmann::json::object(); }
+};
+
+}  // namespace dspark::speculative
