@@ -8,6 +8,7 @@ pkgs=(build-essential cmake g++ git pkg-config
       clang libclang-rt-14-dev
       libopenblas-dev
       libboost-dev  # header-only Boost.Asio + Beast: the HTTP event loop and parser of dspark serve
+      xz-utils      # decompresses the shipped regen ids (suffix index of the SmolLM2 default, training data)
       prometheus  # promtool lints /metrics; the cluster test runs a Prometheus on loopback
       haproxy     # the cluster test's load balancer (deploy/haproxy/dspark.cfg)
       chromium)   # the chat page test drives headless Chromium

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runtime/registry.h"
 #include "speculative/drafter_dspark.h"
 #include "speculative/drafter_model.h"
 #include "speculative/drafter_ngram.h"
@@ -38,6 +39,72 @@ Result<std::string> detect_draft_kind(const std::string& path) {
     return Status::error(path + ": not a GGUF file and not a drafter directory");
   }
   return Status::error(path + ": no such drafter file or directory");
+}
+
+namespace {
+
+// default_spec.json's optional "index" entry: the ids to build the spec's suffix index from.
+Status read_index_recipe(const nlohmann::json& j, const std::string& file, const std::string& folder,
+                         const std::string& cache_dir, ShippedSpec* s) {
+  const nlohmann::json& ix = j["index"];
+  if (!ix.is_object() || !ix.contains("ids") || !ix["ids"].is_array() || ix["ids"].empty() || !ix.contains("sha256") ||
+      !ix["sha256"].is_string() || ix["sha256"].get<std::string>().size() != 64)
+    return Status::error(file + ": \"index\" needs \"ids\" (shipped data files) and a 64-digit \"sha256\"");
+  for (const auto& id : ix["ids"]) {
+    const std::string rel = id.is_string() ? id.get<std::string>() : "";
+    const std::string path = find_shipped("data", rel);
+    if (rel.empty() || path.empty()) return Status::error(file + ": index: data/" + rel + " is not shipped with this build");
+    s->index_ids.push_back(path);
+  }
+  s->index_sha256 = ix["sha256"].get<std::string>();
+  s->config.suffix_index =
+      (fs::path(cache_dir) / "indexes" / (folder + "-" + s->index_sha256.substr(0, 16) + ".sfx")).string();
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::optional<ShippedSpec>> shipped_spec(const std::string& model_path, const std::string& cache_dir) {
+  const std::string dir = default_drafter_dir(model_path);
+  if (dir.empty()) return std::optional<ShippedSpec>{};
+  ShippedSpec s;
+  const std::string file = dir + "/default_spec.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    s.config.kind = "dspark";
+    s.config.model = dir;
+    // The cost-aware schedule from start-up costs: 1.07-1.10x the online-refined one for the copy
+    // head and 1.02-1.07x for the shipped drafter at T 0 (docs/results/2026-12-04.md, session 15).
+    s.config.schedule = speculative::DraftSchedule::kCostStatic;
+    return std::optional<ShippedSpec>(s);
+  }
+  std::ifstream in(file);
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("spec") || !j["spec"].is_string())
+    return Status::error(file + ": expected a JSON object with a string \"spec\" (key=value,...)");
+  auto parsed = speculative::parse_spec(j["spec"].get<std::string>());
+  if (!parsed) return Status::error(file + ": spec: " + parsed.message());
+  s.config = *parsed;
+  for (std::string* path : {&s.config.model, &s.config.suffix_index})
+    if (!path->empty() && fs::path(*path).is_relative()) *path = (fs::path(dir) / *path).string();
+  if (j.contains("index"))
+    DSPARK_RETURN_IF_ERROR(read_index_recipe(j, file, fs::path(dir).filename().string(), cache_dir, &s));
+  return std::optional<ShippedSpec>(s);
+}
+
+Result<int> planned_gamma(const speculative::SpecConfig& c) {
+  std::string kind = c.kind;
+  if (kind == "auto" && c.model.empty()) kind = "suffix";
+  if (kind == "auto") {
+    auto k = detect_draft_kind(c.model);
+    if (!k) return k.status();
+    kind = *k;
+  }
+  if (kind != "dspark") return c.gamma > 0 ? c.gamma : speculative::kDefaultGamma;
+  auto cfg = net::read_dspark_config(c.model + "/config.json");
+  if (!cfg) return cfg.status();
+  const int block = (int)cfg->block_size;
+  return c.gamma > 0 ? std::min(c.gamma, block) : block;
 }
 
 Result<std::shared_ptr<const speculative::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target) {

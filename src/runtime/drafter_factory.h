@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,26 @@ struct DrafterBundle {
 // once per process (shared by every request's drafter; the fingerprint, a hash of the vocabulary,
 // costs a few ms per call). Errors name the file.
 Result<std::shared_ptr<const speculative::SuffixIndex>> open_suffix_index(const std::string& path, const LoadedModel& target);
+
+// The model's shipped default: what generate and serve decode with when no drafter flag is given.
+// drafters/<name>/default_spec.json, if present, holds {"spec": "key=value,..."} (the keys of
+// speculative::spec_keys(); draft-model and suffix-index paths relative to that folder), the setup
+// measured best for this model (its PROVENANCE says how), and optionally {"index": {"ids": [...],
+// "sha256": "..."}}: the spec's suffix index is not shipped but built on first use from the shipped
+// regen token-id files (data/<ids>), into <cache_dir>/indexes/, and must hash to sha256. Without
+// default_spec.json: the folder's DSpark checkpoint with the cost-aware schedule from start-up costs.
+// nullopt: the model has no shipped drafter. Errors name the file.
+struct ShippedSpec {
+  speculative::SpecConfig config;
+  std::vector<std::string> index_ids;  // ids files to build config.suffix_index from (empty: nothing to build)
+  std::string index_sha256;            // what that build must give
+};
+Result<std::optional<ShippedSpec>> shipped_spec(const std::string& model_path, const std::string& cache_dir);
+
+// The draft length (gamma) the drafter of this config will have, without loading it: num-draft-tokens
+// when set (a DSpark drafter clamps it to its block size), else a DSpark drafter's block size (its
+// config.json), else speculative::kDefaultGamma. Errors name the file.
+Result<int> planned_gamma(const speculative::SpecConfig& c);
 
 // Detects "dspark" / "draft-model" from a path; error if neither.
 Result<std::string> detect_draft_kind(const std::string& path);

@@ -14,16 +14,13 @@ Result<std::unique_ptr<MountedDrafter>> mount_drafter(speculative::SpecConfig c,
   c.model = q->dir;
   c.quant = q->mode();  // what was chosen
   DrafterRuntime rt{.n_ctx = opt.n_ctx, .verify_ms = {}};
-  const bool needs_table = c.cost_schedule() || c.governor;  // both start from the verify-cost table
-  if (needs_table) rt.verify_ms = opt.verify_ms;
-  auto b = make_drafter(c, rt, target, pool);
-  if (!b) return b.status();
-  if (needs_table && (int)rt.verify_ms.size() < b->gamma + 2) {
-    // The table must reach gamma + 1 tokens, which is known once the drafter is loaded.
-    rt.verify_ms = measure_verify_ms(*target.model, b->gamma + 1, pool);
-    b = make_drafter(c, rt, target, pool);
-    if (!b) return b.status();
+  if (c.cost_schedule() || c.governor) {  // both start from the verify-cost table, which must reach gamma + 1 tokens
+    auto gamma = planned_gamma(c);
+    if (!gamma) return gamma.status();
+    rt.verify_ms = (int)opt.verify_ms.size() >= *gamma + 2 ? opt.verify_ms : measure_verify_ms(*target.model, *gamma + 1, pool);
   }
+  auto b = make_drafter(c, rt, target, pool);  // the weights load once
+  if (!b) return b.status();
   auto m = std::make_unique<MountedDrafter>();
   m->config = std::move(c);
   m->verify_ms = std::move(rt.verify_ms);

@@ -1,8 +1,10 @@
 #include "tools/spec_flags.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "runtime/registry.h"
+#include "tools/suffix_index_build.h"
 
 namespace dspark::tools {
 
@@ -29,22 +31,65 @@ Status check_spec_flags(const SpecFlags& f) {
   return Status::ok();
 }
 
-std::optional<speculative::SpecConfig> effective_spec(const SpecFlags& f, const std::string& model_path, bool fallback_ngram) {
-  if (f.no_spec) return std::nullopt;
-  if (f.names_drafter()) return f.config;
-  speculative::SpecConfig c = f.config;
-  const std::string shipped = default_drafter_dir(model_path);
-  if (!shipped.empty()) {
-    c.kind = "dspark";
-    c.model = shipped;
-    // The cost-aware schedule from start-up costs: 1.07-1.10x the online-refined one for the copy
-    // head and 1.02-1.07x for the shipped drafter at T 0 (docs/results/2026-12-04.md, session 15).
-    if (!f.given.count("draft-schedule")) c.schedule = speculative::DraftSchedule::kCostStatic;
-    return c;
+namespace {
+
+// A shipped default's suffix index, built from the shipped ids on first use (a second or two) into
+// the cache; the build is byte for byte reproducible, so it must hash to what the drafter folder says.
+Status ensure_shipped_index(const runtime::ShippedSpec& s, const runtime::LoadedModel& lm) {
+  namespace fs = std::filesystem;
+  const std::string& out = s.config.suffix_index;
+  std::error_code ec;
+  if (s.index_ids.empty() || fs::exists(out, ec)) return Status::ok();
+  fs::create_directories(fs::path(out).parent_path(), ec);
+  if (ec) return Status::error(fs::path(out).parent_path().string() + ": " + ec.message());
+  std::fprintf(stderr, "dspark: building the shipped suffix index %s (first use)\n", out.c_str());
+  const std::string tmp = out + ".partial";
+  auto b = build_suffix_index(s.index_ids, lm, /*with_prompts=*/false, tmp);
+  if (!b) return b.status();
+  if (b->sha256 != s.index_sha256) {
+    fs::remove(tmp, ec);
+    return Status::error("the suffix index built from the shipped ids has sha256 " + b->sha256 + ", the drafter folder expects " +
+                         s.index_sha256 + " (shipped data and default_spec.json disagree)");
   }
-  if (!fallback_ngram) return std::nullopt;
-  c.kind = "ngram";
-  return c;
+  fs::rename(tmp, out, ec);
+  if (ec) return Status::error(out + ": " + ec.message());
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<SpecChoice> choose_spec(const SpecFlags& f, const std::string& model_path, const std::string& cache_dir,
+                               bool fallback_ngram) {
+  SpecChoice ch;
+  if (f.no_spec) return ch;
+  if (f.names_drafter()) {
+    ch.spec = f.config;
+    return ch;
+  }
+  auto shipped = shipped_spec(model_path, cache_dir);
+  if (!shipped) return shipped.status();
+  if (*shipped) {
+    // The shipped setup, with every key the command line gave on top.
+    speculative::SpecConfig c = (*shipped)->config;
+    for (const speculative::SpecKey& k : speculative::spec_keys())
+      if (f.given.count(k.name)) DSPARK_RETURN_IF_ERROR(speculative::set_spec_key(&c, k.name, k.get(f.config)));
+    ch.spec = c;
+    ch.shipped = **shipped;
+    return ch;
+  }
+  if (fallback_ngram) {
+    ch.spec = f.config;
+    ch.spec->kind = "ngram";
+  }
+  return ch;
+}
+
+Result<std::optional<speculative::SpecConfig>> effective_spec(const SpecFlags& f, const runtime::LoadedModel& lm,
+                                                             const std::string& cache_dir, bool fallback_ngram) {
+  auto ch = choose_spec(f, lm.path, cache_dir, fallback_ngram);
+  if (!ch) return ch.status();
+  if (ch->shipped) DSPARK_RETURN_IF_ERROR(ensure_shipped_index(*ch->shipped, lm));
+  return ch->spec;
 }
 
 }  // namespace dspark::tools

@@ -89,10 +89,11 @@ struct GenerateRun {
   speculative::SpecConfig mounted;
   speculative::SpecStats stats;
   nlohmann::json drafter_stats;
+  std::string kind;  // the mounted drafter's kind
 };
 
-// The flags' drafter, else the model's shipped one (drafters/<name>, with its PROVENANCE: all of its
-// block, cost-aware schedule), else plain decoding. *bad_input: the drafter could not be mounted.
+// The flags' drafter, else the model's shipped default (runtime::shipped_spec, with its PROVENANCE),
+// else plain decoding. *bad_input: the drafter could not be mounted.
 Result<GenerateRun> run_generate(const GenerateFlags& f, const LoadedModel& lm, const std::vector<int32_t>& ids,
                                  bool* bad_input) {
   ThreadPool pool((int)f.threads);
@@ -105,7 +106,10 @@ Result<GenerateRun> run_generate(const GenerateFlags& f, const LoadedModel& lm, 
   generate::TextCallback on_text;
   if (!f.json) on_text = [](std::string_view t) { std::fwrite(t.data(), 1, t.size(), stdout); std::fflush(stdout); };
   GenerateRun run;
-  run.want = effective_spec(f.spec_flags, lm.path, /*fallback_ngram=*/false);
+  auto want = effective_spec(f.spec_flags, lm, resolve_cache_dir(f.cache), /*fallback_ngram=*/false);
+  *bad_input = !want;
+  if (!want) return want.status();
+  run.want = *want;
   run.shipped = run.want && !f.spec_flags.names_drafter();
   if (!run.want) {
     auto res = generate::generate(*lm.model, session, *lm.tok, ids, params, on_text);
@@ -119,6 +123,7 @@ Result<GenerateRun> run_generate(const GenerateFlags& f, const LoadedModel& lm, 
   *bad_input = !mount;
   if (!mount) return mount.status();
   run.mounted = (*mount)->config;
+  run.kind = (*mount)->kind();
   speculative::SpecParams sp{params, (*mount)->gamma(), (*mount)->bundle.governor};
   auto r = speculative::generate_spec(*lm.model, session, *lm.tok, ids, sp, (*mount)->drafter(), on_text);
   if (!r) return r.status();
@@ -141,7 +146,9 @@ void print_generate(const GenerateFlags& f, const LoadedModel& lm, const Generat
     if (run.want) {
       j["spec"] = stats.to_json();
       j["spec"]["drafter"] = run.drafter_stats;
+      j["spec"]["drafter_kind"] = run.kind;
       j["spec"]["drafter_path"] = run.mounted.model;
+      if (!run.mounted.suffix_index.empty()) j["spec"]["suffix_index"] = run.mounted.suffix_index;
       j["spec"]["shipped_default"] = run.shipped;
       j["spec"]["schedule"] = speculative::schedule_name(run.mounted.schedule);
     }

@@ -173,10 +173,11 @@ struct ServeDrafter {
 
 Result<ServeDrafter> mount_serve_drafter(const ServeFlags& f, const LoadedModel& lm, ThreadPool* pool) {
   ServeDrafter d;
-  const std::optional<speculative::SpecConfig> want = effective_spec(f.spec_flags, lm.path, /*fallback_ngram=*/true);
-  if (!want) return d;
+  auto want = effective_spec(f.spec_flags, lm, resolve_cache_dir(f.cache), /*fallback_ngram=*/true);
+  if (!want) return want.status();
+  if (!*want) return d;
   auto m = runtime::mount_drafter(
-      *want, {.n_ctx = f.n_ctx, .cache_dir = resolve_cache_dir(f.cache), .verify_ms = {}, .verbose = f.verbose}, lm, pool);
+      **want, {.n_ctx = f.n_ctx, .cache_dir = resolve_cache_dir(f.cache), .verify_ms = {}, .verbose = f.verbose}, lm, pool);
   if (!m) return m.status();
   d.mount = std::move(m).value();
   const speculative::SpecConfig& c = d.mount->config;
@@ -281,7 +282,7 @@ int verb_serve(int argc, char** argv) {
             "Serve the model over an OpenAI-compatible HTTP API: POST /v1/chat/completions and\n"
             "/v1/completions (streamed or not), GET /v1/models, /health, /stats, /metrics (Prometheus)\n"
             "and a chat page at /. Every slot decodes speculatively with its own drafter (default: the\n"
-            "model's shipped DSpark drafter, else n-gram); answers equal serial decoding at temperature 0.\n"
+            "model's shipped default: drafters/<name>, else n-gram); answers equal serial decoding at temperature 0.\n"
             "See docs/SERVE.md.");
   add_serve_flags(args, &f);
   auto fail = [](const std::string& m, int code = kExitBadInput) {

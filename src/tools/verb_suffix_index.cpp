@@ -1,111 +1,21 @@
-// dspark suffix-index build: the suffix index of draft-kind suffix (spec/suffix_index.h) from
-// regen token-id files (train/regen_ids.h; .xz ones are decompressed with the xz tool).
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+// dspark suffix-index build: the suffix index of draft-kind suffix (speculative/suffix_index.h) from
+// regen token-id files (tools/suffix_index_build.h).
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/progress.h"
-#include "core/sha256.h"
 #include "runtime/loaded_model.h"
-#include "speculative/suffix_index.h"
 #include "tools/args.h"
 #include "tools/common_flags.h"
+#include "tools/suffix_index_build.h"
 #include "tools/verbs.h"
-#include "train/regen_ids.h"
-
-extern char** environ;
 
 namespace dspark::tools {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// `xz -dc path` into a new temporary file; its path.
-Result<std::string> unxz_to_temp(const std::string& path) {
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/dspark-ids-XXXXXX";
-  const int fd = mkstemp(tmpl.data());
-  if (fd < 0) return Status::error("cannot create a temporary file for " + path);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fd, 1);
-  const char* argv[] = {"xz", "-dc", "--", path.c_str(), nullptr};
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, "xz", &fa, nullptr, const_cast<char**>(argv), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(fd);
-  int status = 0;
-  if (rc == 0) waitpid(pid, &status, 0);
-  if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::remove(tmpl.c_str());
-    return Status::error(path + (rc != 0 ? ": cannot run xz to decompress it" : ": xz could not decompress it"));
-  }
-  return tmpl;
-}
-
-Result<train::IdsFile> read_ids_any(const std::string& path, int64_t n_vocab) {
-  if (!fs::is_regular_file(path)) return Status::error(path + ": no such ids file");
-  if (path.size() < 3 || path.compare(path.size() - 3, 3, ".xz") != 0) return train::read_ids_file(path, n_vocab);
-  auto tmp = unxz_to_temp(path);
-  if (!tmp) return tmp.status();
-  auto f = train::read_ids_file(*tmp, n_vocab);
-  std::remove(tmp->c_str());
-  if (!f) return Status::error(path + " (decompressed): " + f.message());
-  return f;
-}
-
-std::string file_sha256(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  Sha256 h;
-  std::vector<char> buf(1 << 20);
-  while (in.read(buf.data(), (std::streamsize)buf.size()) || in.gcount() > 0) h.update(buf.data(), (size_t)in.gcount());
-  return h.hex_digest();
-}
-
-// The answers (with prompts: whole sequences) of the ids files, in order, as one stream, each
-// sequence followed by the separator; sources: per file, its sequences and tokens.
-struct IndexStream {
-  std::vector<int32_t> stream;
-  nlohmann::json sources = nlohmann::json::array();
-  uint64_t n_seqs = 0;
-};
-
-Result<IndexStream> read_stream(const std::vector<std::string>& ids_paths, const runtime::LoadedModel& lm,
-                                bool with_prompts) {
-  const int32_t n_vocab = lm.tok->n_vocab();
-  const std::string model_file = fs::path(lm.path).filename().string();
-  IndexStream s;
-  for (const std::string& p : ids_paths) {
-    auto f = read_ids_any(p, n_vocab);
-    if (!f) return f.status();
-    const auto settings = nlohmann::json::parse(f->settings_json, nullptr, false);
-    if (settings.is_object() && settings.contains("model") && settings["model"] != model_file)
-      std::fprintf(stderr, "dspark suffix-index build: note: %s holds answers of %s, the target is %s\n", p.c_str(),
-                   settings["model"].dump().c_str(), model_file.c_str());
-    uint64_t tokens = 0;
-    for (const train::IdsSeq& q : f->seqs) {
-      const size_t from = with_prompts ? 0 : (size_t)q.prompt_len;
-      if (from >= q.tokens.size()) continue;  // no answer
-      s.stream.insert(s.stream.end(), q.tokens.begin() + (int64_t)from, q.tokens.end());
-      s.stream.push_back(speculative::kSuffixSeparator);
-      tokens += q.tokens.size() - from;
-      ++s.n_seqs;
-    }
-    s.sources.push_back({{"file", fs::path(p).filename().string()}, {"sequences", f->seqs.size()}, {"tokens", tokens}});
-  }
-  if (s.stream.size() >= (1ull << 32))
-    return Status::error(std::to_string(s.stream.size()) + " tokens; an index holds fewer than 2^32");
-  return s;
-}
 
 // --ids values: comma-separated lists, the flag repeated.
 std::vector<std::string> split_ids_flags(const std::vector<std::string>& flags) {
@@ -152,30 +62,19 @@ int verb_suffix_index(int argc, char** argv) {
   const auto t0 = Clock::now();
   auto lm = runtime::load_model(model_spec, cache);
   if (!lm) return fail(" build: " + lm.message());
-  auto s = read_stream(ids_paths, *lm, with_prompts);
-  if (!s) return fail(" build: " + s.message());
-  const uint64_t n_tokens = s->stream.size() - s->n_seqs;
-  ProgressBar bar("suffix-index", n_tokens, " suffixes");
-  bar.update(0);
-  const auto sa = speculative::build_suffix_array(s->stream, [&](uint64_t done) { bar.update(done); });
-  bar.update(n_tokens);
-  const nlohmann::json meta = {{"format", "dspark-suffix-index-v1"}, {"model", fs::path(lm->path).filename().string()},
-                               {"sources", s->sources}, {"with_prompts", with_prompts}};
-  if (Status st = speculative::write_suffix_index(out, s->stream, sa, lm->tok->n_vocab(), speculative::tokenizer_fingerprint(*lm->tok),
-                                           meta.dump());
-      !st)
-    return fail(" build: " + st.message(), 1);
+  bool bad_ids = false;
+  auto b = build_suffix_index(ids_paths, *lm, with_prompts, out, &bad_ids);
+  if (!b) return fail(" build: " + b.message(), bad_ids ? kExitBadInput : 1);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  const uint64_t bytes = fs::file_size(out);
-  const std::string sha = file_sha256(out);
   if (json)
-    std::printf("%s\n", nlohmann::json{{"file", out}, {"bytes", bytes}, {"sha256", sha}, {"sequences", s->n_seqs},
-                                       {"tokens", n_tokens}, {"with_prompts", with_prompts}, {"seconds", secs}}
+    std::printf("%s\n", nlohmann::json{{"file", out}, {"bytes", b->bytes}, {"sha256", b->sha256}, {"sequences", b->sequences},
+                                       {"tokens", b->tokens}, {"with_prompts", with_prompts}, {"seconds", secs}}
                             .dump()
                             .c_str());
   else
-    std::printf("%s: %llu sequences, %llu tokens, %.1f MB, %.1f s\nsha256 %s\n", out.c_str(), (unsigned long long)s->n_seqs,
-                (unsigned long long)n_tokens, (double)bytes / 1e6, secs, sha.c_str());
+    std::printf("%s: %llu sequences, %llu tokens, %.1f MB, %.1f s\nsha256 %s\n", out.c_str(),
+                (unsigned long long)b->sequences, (unsigned long long)b->tokens, (double)b->bytes / 1e6, secs,
+                b->sha256.c_str());
   return 0;
 }
 

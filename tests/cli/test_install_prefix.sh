@@ -17,6 +17,7 @@ cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 || { ca
 bin="$tmp/prefix/bin/dspark"
 fail=0
 for f in bin/dspark share/dspark/data/spec_bench_dev.jsonl share/dspark/drafters/gemma3-270m/config.json \
+         share/dspark/drafters/smollm2-135m/default_spec.json share/dspark/data/regen-ids/smollm2-135m-v2.ids.safetensors.xz \
          share/dspark/scripts/plot_ab.py share/dspark/scripts/cluster.sh share/dspark/deploy/haproxy/dspark.cfg; do
   [ -e "$tmp/prefix/$f" ] || { echo "FAIL not installed: $f"; fail=1; }
 done
