@@ -1,5 +1,7 @@
 #include "tools/args.h"
 
+#include <cstdio>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -141,6 +143,20 @@ Result<std::vector<int>> parse_int_list(const std::string& text, const std::stri
     p = q + 1;
   }
   return out;
+}
+
+int VerbError::operator()(const std::string& message, int code) const {
+  std::fprintf(stderr, "dspark %s: %s\n", verb, message.c_str());
+  return code;
+}
+
+std::optional<int> parse_verb_args(Args& args, int argc, char** argv, const VerbError& fail, int first) {
+  if (Status st = args.parse(argc, argv, first); !st) return fail(st.message());
+  if (args.help_requested()) {
+    std::printf("%s", args.help().c_str());
+    return 0;
+  }
+  return std::nullopt;
 }
 
 }  // namespace dspark::tools

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,17 @@ class Args {
   bool help_ = false;
   std::vector<std::string> positional_;
 };
+
+// How a verb reports an error: "dspark VERB: message" on stderr, and the exit code to return
+// (kExitBadInput unless told otherwise, e.g. 1 for a run that failed on good input).
+struct VerbError {
+  const char* verb;  // "generate", "suffix-index build", ...
+  int operator()(const std::string& message, int code = kExitBadInput) const;
+};
+
+// Parses argv[first..]: an exit code to return at once (bad flags: the error and 2; --help: the help
+// on stdout and 0), or nullopt to go on.
+std::optional<int> parse_verb_args(Args& args, int argc, char** argv, const VerbError& fail, int first = 2);
 
 // "1,4,7" -> {1, 4, 7}; an error naming `flag` for anything else ("--taps: expected ...").
 Result<std::vector<int>> parse_int_list(const std::string& text, const std::string& flag);

@@ -55,10 +55,7 @@ Result<std::vector<double>> parse_verify_table(const std::string& text) {
   return v;
 }
 
-int bad(const std::string& msg) {
-  std::fprintf(stderr, "dspark ab: %s\n", msg.c_str());
-  return kExitBadInput;
-}
+const VerbError bad{"ab"};
 
 constexpr const char* kAbHelp =
     "Acceptance A/B harness: runs the same prompts under every arm (the target is loaded once, the\n"
@@ -217,8 +214,7 @@ int verb_ab(int argc, char** argv) {
       "       [--temp T] [--top-k K] [--top-p P] [--min-p M] [--seed S] [--repeats R] [--json] [--markdown FILE] [--plot PNG]",
       kAbHelp);
   add_ab_flags(args, &f);
-  if (Status st = args.parse(argc, argv, 2); !st) return bad(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (auto rc = parse_verb_args(args, argc, argv, bad)) return *rc;
   if (Status st = check_ab_flags(args, f); !st) return bad(st.message());
   auto lm = load_model(f.model_spec, f.cache, f.chat_template,
                        BackendFlags{f.backend, f.kernel_plan, (int)f.threads, model::SessionOptions{}.max_batch});
@@ -232,10 +228,7 @@ int verb_ab(int argc, char** argv) {
   auto plan = plan_ab(f.opt, *lm, events);
   if (!plan) return bad(plan.message());
   auto report = run_ab(**plan, events);
-  if (!report) {
-    std::fprintf(stderr, "\ndspark ab: %s\n", report.message().c_str());
-    return 1;
-  }
+  if (!report) return bad(report.message(), 1);
   print_ab(f.opt, *report);
   return report->pass() ? 0 : 1;  // exit code: 0 every comparison passes, 1 one fails
 }

@@ -93,12 +93,8 @@ int verb_bench(int argc, char** argv) {
             "which runs first), and the time of one sampled row (softmax, truncation, draw) is reported\n"
             "apart from the forward.");
   add_bench_flags(args, &f);
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark bench: %s\n", m.c_str());
-    return code;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"bench"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (Status st = check_bench_flags(f); !st) return fail(st.message());
   // The target's backend (with its kernel plan) first, so --profile can wrap it.
   auto model_path = resolve_model_path(f.model_spec, resolve_cache_dir(f.cache));

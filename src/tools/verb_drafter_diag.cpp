@@ -203,12 +203,8 @@ int verb_drafter_diag(int argc, char** argv) {
             "greedy sequences (what train-drafter reports at its checkpoints), for any checkpoint, quantized\n"
             "ones included; --draft-quant int8 / int4 mounts the integer copies generate and serve use without AMX.");
   add_diag_flags(args, &f);
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark drafter-diag: %s\n", m.c_str());
-    return code;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"drafter-diag"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (args.positional().size() != 1) return fail("expected one drafter directory");
   if (f.data.empty()) return fail("--data REGEN_DIR is required");
   if (!speculative::parse_draft_quant(f.draft_quant, &f.quant) || f.quant == speculative::DraftQuant::kAuto)

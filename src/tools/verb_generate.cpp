@@ -178,12 +178,8 @@ int verb_generate(int argc, char** argv) {
             "output is the same (temperature 0) or identically distributed (temperature > 0), and the\n"
             "speculative telemetry is reported too.");
   add_generate_flags(args, &f);
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark generate: %s\n", m.c_str());
-    return code;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"generate"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (Status st = check_generate_flags(args, f); !st) return fail(st.message());
   auto lm = load_model(f.model_spec, f.cache, f.chat_template,
                        BackendFlags{f.backend, f.kernel_plan, (int)f.threads, model::SessionOptions{}.max_batch});

@@ -133,12 +133,8 @@ int verb_get(int argc, char** argv) {
   args.add("--python", &python, "python interpreter used to create the private download venv");
   args.add_flag("--list", &list, "list the known models");
   args.add_flag("--print-path", &print_path, "print only the model file's path on stdout (for scripts)");
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark get: %s\n", m.c_str());
-    return code;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"get"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (list) {
     for (const auto& e : model_registry())
       std::printf("%-14s %s (%s, %.1f MB)\n", e.name.c_str(), e.description.c_str(), e.pypi_package.c_str(),

@@ -19,15 +19,12 @@ int verb_inspect(int argc, char** argv) {
   Args args("dspark inspect --model M [--json]", "Print the metadata keys and tensor table of a GGUF file.");
   add_model_flags(args, &model_spec, &cache);
   add_json_flag(args, &json, "print one JSON object");
-  if (Status st = args.parse(argc, argv, 2); !st) {
-    std::fprintf(stderr, "dspark inspect: %s\n", st.message().c_str());
-    return kExitBadInput;
-  }
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"inspect"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   auto path = resolve_model_path(model_spec, resolve_cache_dir(cache));
-  if (!path) { std::fprintf(stderr, "dspark inspect: %s\n", path.message().c_str()); return kExitBadInput; }
+  if (!path) return fail(path.message());
   auto f = formats::GgufFile::open(*path);
-  if (!f) { std::fprintf(stderr, "dspark inspect: %s\n", f.message().c_str()); return kExitBadInput; }
+  if (!f) return fail(f.message());
 
   std::map<std::string, uint64_t> bytes_by_type;
   uint64_t total = 0;

@@ -113,12 +113,8 @@ int verb_quantize_drafter(int argc, char** argv) {
             "       [--model M] [--json]",
             kQuantizeHelp);
   add_quantize_flags(args, &f);
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark quantize-drafter: %s\n", m.c_str());
-    return code;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"quantize-drafter"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (args.positional().size() != 1) return fail("expected one checkpoint directory (see --help)");
   auto opt = convert_options(f, args.positional()[0]);
   if (!opt) return fail(opt.message());

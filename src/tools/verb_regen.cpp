@@ -107,12 +107,8 @@ int verb_regen(int argc, char** argv) {
             "finished shards and continues. Refuses prompts that repeat an evaluation prompt\n"
             "(--eval-prompts, default: spec_bench_dev.jsonl beside the training file, else data/spec_bench_dev.jsonl).");
   add_regen_flags(args, &f);
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark regen: %s\n", m.c_str());
-    return code;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"regen"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   train::RegenRunOptions& r = f.run;
   if (r.out_dir.empty()) return fail("--out is required");
   if (!f.export_ids.empty()) {  // export mode: no model, no prompts

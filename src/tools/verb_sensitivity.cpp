@@ -247,12 +247,8 @@ int verb_sensitivity(int argc, char** argv) {
             "equal bits per weight, e.g. 4.5 at 4 bits). --target-bpw runs the greedy knapsack (largest KL\n"
             "reduction per extra bit first, the budget a ceiling) and writes a recipe for quantize-drafter.");
   add_sensitivity_flags(args, &f);
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark sensitivity: %s\n", m.c_str());
-    return code;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"sensitivity"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (args.positional().size() != 1) return fail("expected one drafter directory");
   if (f.calib.empty()) return fail("--calib REGEN_DIR is required");
   auto targets = parse_targets(f);

@@ -285,12 +285,8 @@ int verb_serve(int argc, char** argv) {
             "model's shipped default: drafters/<name>, else n-gram); answers equal serial decoding at temperature 0.\n"
             "See docs/SERVE.md.");
   add_serve_flags(args, &f);
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark serve: %s\n", m.c_str());
-    return code;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"serve"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (Status st = check_serve_flags(args, f); !st) return fail(st.message());
   auto lm = load_model(f.model_spec, f.cache, f.chat_template,
                        BackendFlags{f.backend, f.kernel_plan, (int)f.threads, model::SessionOptions{}.max_batch});

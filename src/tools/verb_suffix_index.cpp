@@ -48,23 +48,19 @@ int verb_suffix_index(int argc, char** argv) {
   args.add("--out,-o", &out, "the index file to write");
   args.add_flag("--with-prompts", &with_prompts, "index the prompt tokens too, not only the answers");
   add_json_flag(args, &json, "print one JSON object (file, bytes, sha256, counts, seconds)");
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark suffix-index%s\n", m.c_str());
-    return code;
-  };
+  const VerbError fail{"suffix-index"}, fail_build{"suffix-index build"};
   const bool help = argc >= 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
   if (help) { std::printf("%s", args.help().c_str()); return 0; }
-  if (argc < 3 || std::string(argv[2]) != "build") return fail(": expected 'build' (dspark suffix-index --help)");
-  if (Status st = args.parse(argc, argv, 3); !st) return fail(": " + st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  if (argc < 3 || std::string(argv[2]) != "build") return fail("expected 'build' (dspark suffix-index --help)");
+  if (auto rc = parse_verb_args(args, argc, argv, fail, 3)) return *rc;
   const std::vector<std::string> ids_paths = split_ids_flags(ids_flags);
-  if (ids_paths.empty() || out.empty()) return fail(" build: needs --ids FILE[,FILE...] and --out FILE");
+  if (ids_paths.empty() || out.empty()) return fail_build("needs --ids FILE[,FILE...] and --out FILE");
   const auto t0 = Clock::now();
   auto lm = runtime::load_model(model_spec, cache);
-  if (!lm) return fail(" build: " + lm.message());
+  if (!lm) return fail_build(lm.message());
   bool bad_ids = false;
   auto b = build_suffix_index(ids_paths, *lm, with_prompts, out, &bad_ids);
-  if (!b) return fail(" build: " + b.message(), bad_ids ? kExitBadInput : 1);
+  if (!b) return fail_build(b.message(), bad_ids ? kExitBadInput : 1);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (json)
     std::printf("%s\n", nlohmann::json{{"file", out}, {"bytes", b->bytes}, {"sha256", b->sha256}, {"sequences", b->sequences},

@@ -73,12 +73,8 @@ int verb_tokenize(int argc, char** argv) {
   args.add_flag("--no-parse-special", &no_parse_special, "treat control-token text (e.g. <start_of_turn>) as plain text");
   args.add_flag("--ids", &ids_only, "print only the id list, e.g. [2, 651, 6037]");
   add_json_flag(args, &json, "print one JSON object");
-  auto fail = [](const std::string& m) {
-    std::fprintf(stderr, "dspark tokenize: %s\n", m.c_str());
-    return kExitBadInput;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"tokenize"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (!prompt.empty() + !prompt_file.empty() + !detok.empty() != 1)
     return fail("give exactly one of -p TEXT, -f FILE or --detokenize IDS");
   if (!prompt_file.empty()) {

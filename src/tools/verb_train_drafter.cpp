@@ -185,12 +185,8 @@ int verb_train_drafter(int argc, char** argv) {
             "measured with the serving drafter. Log: DIR/train_log.jsonl.");
   add_arch_flags(args, &f);
   add_optim_flags(args, &f);
-  auto fail = [](const std::string& m, int code = kExitBadInput) {
-    std::fprintf(stderr, "dspark train-drafter: %s\n", m.c_str());
-    return code;
-  };
-  if (Status st = args.parse(argc, argv, 2); !st) return fail(st.message());
-  if (args.help_requested()) { std::printf("%s", args.help().c_str()); return 0; }
+  const VerbError fail{"train-drafter"};
+  if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (f.data.empty()) return fail("--data is required");
   if (f.o.out_dir.empty()) return fail("--out is required");
   auto taps = parse_int_list(f.taps_s, "--taps");

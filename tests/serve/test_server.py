@@ -169,10 +169,11 @@ def run_checks(openai, port):
     check(len(models) == 1, "models: one served model")
     mid = models[0].id
     drafter = (models[0].model_extra or {}).get("drafter")
-    # Each target's default drafter is its shipped one (drafters/<name>: DSpark + copy head); a model
-    # without a shipped drafter gets n-gram lookup (tests/unit/tools/test_spec_flags.cpp).
-    shipped = "smollm2-135m" if EXPECT_SMOLLM2 else "gemma3-270m"
-    check(isinstance(drafter, dict) and drafter.get("kind") == "dspark"
+    # Each target's default is its shipped setup (tests/unit/tools/test_spec_flags.cpp): Gemma's DSpark
+    # drafter (drafters/gemma3-270m), SmolLM2's suffix drafter over the index of its own answers that
+    # drafters/smollm2-135m/default_spec.json builds on first use; a model without one gets n-gram lookup.
+    shipped_kind, shipped = ("suffix", "smollm2-135m-f102c98bcffe94df.sfx") if EXPECT_SMOLLM2 else ("dspark", "gemma3-270m")
+    check(isinstance(drafter, dict) and drafter.get("kind") == shipped_kind
           and drafter.get("path") == shipped, f"models: shipped drafter mounted, named without its path ({drafter})")
 
     # Chat, non-streamed, temperature 0: with and without speculation.
@@ -380,7 +381,7 @@ def run_checks(openai, port):
 
     # Stats, metrics, chat page.
     st = request("GET", port, "/stats", headers=auth)[1]
-    check(st["drafter"]["kind"] == "dspark" and st["totals"]["speculation"]["rounds"] > 0
+    check(st["drafter"]["kind"] == shipped_kind and st["totals"]["speculation"]["rounds"] > 0
           and st["totals"]["prompt_cache"]["hits"] > 0 and "accepted_by_pos" in st["totals"]["speculation"]
           and st["totals"]["cancelled"] >= 2, "stats: drafter, speculation, prompt cache, cancellations")
     gov = st["totals"]["speculation"].get("governor", {})
