@@ -36,14 +36,14 @@ struct CopyHeadConfig {
   // cost-aware schedule treats it as certain, so a pessimistic start cannot keep it from ever being
   // drafted (and its estimate from ever being learned).
   int explore_evaluations = 8;
-  // Retrieval slot kinds (spec/drafter_dspark.h, DSparkOptions::index): a proposal from a suffix index
+  // Retrieval slot kinds (speculative/drafter_dspark.h, DSparkOptions::index): a proposal from a suffix index
   // of the target's own answers, bucketed by the share of the matched context's occurrences that
   // continue with it (index_share_edges: bucket b holds shares in [edge[b], edge[b + 1]), the last one
   // up to 1). Kind n = max_ngram + 1 + b; its prior is index_prior[b] (worth prior_weight evaluations)
   // for greedy and sampled requests alike. Empty edges: no retrieval kinds.
   std::vector<double> index_share_edges;
   std::vector<double> index_prior;
-  // Answer-cache kinds (spec/answer_cache.h): a continuation of answers already served, bucketed by
+  // Answer-cache kinds (speculative/answer_cache.h): a continuation of answers already served, bucketed by
   // the length of the context's agreement with the pool (bucket i: lengths from cache_match_edges[i]
   // up to the next edge); kind n = max_ngram + 1 + index buckets + i, prior cache_prior[i]. Empty: none.
   std::vector<int> cache_match_edges;

@@ -117,7 +117,7 @@ namespace {
 // prior acceptance, before a request's own outcomes refine them.
 constexpr double kIndexShareEdges[] = {0.1, 0.3, 0.6};
 constexpr double kIndexPrior[] = {0.25, 0.4, 0.6};
-// Answer-cache kinds (serve's answers already served, spec/answer_cache.h): prior acceptance of a
+// Answer-cache kinds (serve's answers already served, speculative/answer_cache.h): prior acceptance of a
 // continuation by how many context tokens agree with the pool: 3, 4-7, 8-15, 16+ (a repeated question
 // agrees for the whole prompt tail stored before its answer, AnswerCacheConfig::lead_in). The last
 // two reach Drafter::kSureAcceptance: such copies are drafted even in rounds the governor made plain.

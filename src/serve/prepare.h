@@ -22,7 +22,7 @@ struct ServedModel {
   bool has_drafter = false;
   int default_gamma = 5;
   int max_gamma = 16;  // what the drafter can draft: larger speculative.num_draft_tokens are clamped
-  speculative::GovernorConfig governor = {};  // each generation's draft-length governor (spec/governor.h)
+  speculative::GovernorConfig governor = {};  // each generation's draft-length governor (speculative/governor.h)
   tokenizer::ChatTemplate chat;       // how /v1/chat/completions renders messages
 };
 

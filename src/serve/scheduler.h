@@ -56,7 +56,7 @@ struct SchedulerConfig {
   std::vector<double> verify_ms;
   BatchGateConfig gate;               // may batched rounds draft at all (serve/batch_gate.h)
   // Answers already served, continued by every slot's drafter where its prompt lookup finds nothing
-  // (spec/answer_cache.h): memory budget; 0 = off.
+  // (speculative/answer_cache.h): memory budget; 0 = off.
   size_t answer_cache_bytes = 16ull << 20;
 };
 

@@ -23,7 +23,7 @@
 
 namespace dspark::speculative {
 
-class AnswerCache;  // spec/answer_cache.h
+class AnswerCache;  // speculative/answer_cache.h
 
 // Target hidden-state rows for a run of positions: taps[i] for tap point required_taps()[i].
 using TapRows = model::TapRows;

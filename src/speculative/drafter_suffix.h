@@ -1,7 +1,7 @@
 // Retrieval drafter (draft-kind suffix): prompt lookup in the request's own context first, as the
 // ngram drafter does; where that has no match of kLookupMinMatch or more tokens, the answers already
-// served (spec/answer_cache.h, when serve attaches one), then the most frequent continuation in a
-// suffix index over the target's own answers (spec/suffix_index.h); where none matches, lookup's
+// served (speculative/answer_cache.h, when serve attaches one), then the most frequent continuation in a
+// suffix index over the target's own answers (speculative/suffix_index.h); where none matches, lookup's
 // one-token match. No weights; greedy (q is one-hot).
 #pragma once
 

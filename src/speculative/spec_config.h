@@ -48,8 +48,8 @@ struct SpecConfig {
   DraftSchedule schedule = DraftSchedule::kFixed;  // DSpark draft length
   CopyMode copy = CopyMode::kAuto;                  // DSpark copy head
   DraftQuant quant = DraftQuant::kAuto;             // DSpark checkpoint's form
-  bool governor = true;             // per-round draft length from measured tokens per ms, 0 = plain (spec/governor.h)
-  std::string suffix_index;         // draft-kind suffix: the suffix index file (spec/suffix_index.h); "" otherwise
+  bool governor = true;             // per-round draft length from measured tokens per ms, 0 = plain (speculative/governor.h)
+  std::string suffix_index;         // draft-kind suffix: the suffix index file (speculative/suffix_index.h); "" otherwise
   double suffix_min_prob = kDefaultSuffixMinProb;  // draft-kind suffix: SuffixQueryConfig::min_prob, [0, 1]
 
   bool cost_schedule() const { return schedule != DraftSchedule::kFixed; }

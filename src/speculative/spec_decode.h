@@ -12,7 +12,7 @@ namespace dspark::speculative {
 struct SpecParams {
   generate::GenerateParams gen;  // max tokens, stop strings, sampler (temperature 0 = greedy)
   int gamma = 5;                 // proposal length cap per round
-  GovernorConfig governor = {};  // per-round draft length (spec/governor.h); off: always up to gamma
+  GovernorConfig governor = {};  // per-round draft length (speculative/governor.h); off: always up to gamma
   // The cap of a sure draft (Drafter::sure_drafts), which may run past gamma when gamma is the
   // drafter's default; a caller that sets gamma explicitly (a request's num_draft_tokens) sets this
   // to gamma too, so no round drafts more than asked.

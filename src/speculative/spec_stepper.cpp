@@ -83,7 +83,7 @@ Result<std::unique_ptr<SpecStepper>> SpecStepper::create(const model::Model& mod
 
   s->res_.stats.resize(drafter ? params.gamma : 0);
   if (drafter) {
-    // Sampled requests decide from constants when there is a table (spec/governor.h).
+    // Sampled requests decide from constants when there is a table (speculative/governor.h).
     GovernorConfig g = params.governor;
     g.deterministic = g.deterministic || gp.sampler.temperature > 0.0f;
     if (opt.governor) s->gov_ = opt.governor;

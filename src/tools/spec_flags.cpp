@@ -2,6 +2,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <string>
+
+#include <unistd.h>
 
 #include "runtime/registry.h"
 #include "tools/suffix_index_build.h"
@@ -43,7 +46,8 @@ Status ensure_shipped_index(const runtime::ShippedSpec& s, const runtime::Loaded
   fs::create_directories(fs::path(out).parent_path(), ec);
   if (ec) return Status::error(fs::path(out).parent_path().string() + ": " + ec.message());
   std::fprintf(stderr, "dspark: building the shipped suffix index %s (first use)\n", out.c_str());
-  const std::string tmp = out + ".partial";
+  // A file of this process's own: servers started together (scripts/cluster.sh) may build at once.
+  const std::string tmp = out + "." + std::to_string(::getpid()) + ".partial";
   auto b = build_suffix_index(s.index_ids, lm, /*with_prompts=*/false, tmp);
   if (!b) return b.status();
   if (b->sha256 != s.index_sha256) {

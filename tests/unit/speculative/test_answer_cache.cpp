@@ -1,4 +1,4 @@
-// The answer cache (spec/answer_cache.h): continuations of answers already stored, longest context
+// The answer cache (speculative/answer_cache.h): continuations of answers already stored, longest context
 // match first and the latest occurrence of it; never text that is not in the pool behind the match
 // (checked against the stream itself on random pools, through wrap-around and table collisions).
 #include <gtest/gtest.h>
