@@ -34,7 +34,7 @@ constexpr int kReadsPerWake = 16;                      // recv calls per connect
 constexpr auto kTick = std::chrono::milliseconds(100);  // how often the loop checks deadlines
 constexpr rlim_t kFdReserve = 64;                      // descriptors kept for everything but connections
 constexpr int kListenBacklog = 512;
-constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // out of descriptors: retry accepting after this
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // accept failed (out of descriptors): retry after this
 // Input held for requests still arriving, all connections together: past it, connections in the
 // middle of a request are not read (TCP holds their clients back; their deadlines still run) while
 // new requests (/health) still are. Bounds memory against many concurrent slow uploads.
@@ -236,17 +236,14 @@ void HttpListener::accept_next() {
   loop_->acceptor.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket sock) {
     if (stopping_ || ec == asio::error::operation_aborted) return;
     if (ec) {
-      // Out of descriptors (or memory): the listening socket stays readable, so accepting again at
-      // once would spin. Pause, then retry.
-      if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space || ec == asio::error::no_memory ||
-          ec.value() == ENFILE) {
-        loop_->accept_pause.expires_after(kAcceptPause);
-        loop_->accept_pause.async_wait([this](const boost::system::error_code& e) {
-          if (!e) accept_next();
-        });
-        return;
-      }
-      return accept_next();  // ECONNABORTED and the like: that client only
+      if (ec == asio::error::connection_aborted) return accept_next();  // that client only
+      // Out of descriptors or memory (or anything else): the listening socket stays readable, so
+      // accepting again at once would spin. Pause, then retry.
+      loop_->accept_pause.expires_after(kAcceptPause);
+      loop_->accept_pause.async_wait([this](const boost::system::error_code& e) {
+        if (!e && !stopping_) accept_next();
+      });
+      return;
     }
     const int fd = sock.native_handle();
     ::fcntl(fd, F_SETFD, FD_CLOEXEC);
