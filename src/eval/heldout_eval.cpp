@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "core/f16.h"
-#include "speculative/drafter_dspark.h"
+#include "runtime/drafter_factory.h"
 
 namespace dspark::eval {
 
@@ -15,12 +15,10 @@ using train::Shard;
 Result<HeldoutResult> heldout_eval(const std::string& drafter_dir, const model::Model& target, const Dataset& ds,
                                    int64_t max_seqs, int gamma, float threshold, bool record_confidence,
                                    ThreadPool* pool, int copy_bits) {
-  speculative::DSparkOptions opt;
-  opt.copy_bits = copy_bits;
-  opt.gamma = gamma;
-  opt.threshold = threshold;
-  opt.report_confidence = record_confidence;
-  auto d = speculative::DSparkDrafter::load(drafter_dir, target, opt, pool);
+  auto d = runtime::open_dspark_probe(drafter_dir, target,
+                                      runtime::DSparkProbe{.gamma = gamma, .threshold = threshold,
+                                                           .report_confidence = record_confidence, .copy_bits = copy_bits},
+                                      pool);
   if (!d) return d.status();
   speculative::DSparkDrafter& dr = *d.value();
   const int g = dr.gamma();

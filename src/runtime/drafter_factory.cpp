@@ -159,6 +159,12 @@ Result<DrafterBundle> open_draft_model(const speculative::SpecConfig& c, const D
   return b;
 }
 
+// Every DSpark drafter is loaded here (the registry's dspark row and open_dspark_probe).
+Result<std::unique_ptr<speculative::DSparkDrafter>> load_dspark(const std::string& dir, const model::Model& target,
+                                                                const speculative::DSparkOptions& opt, ThreadPool* pool) {
+  return speculative::DSparkDrafter::load(dir, target, opt, pool);
+}
+
 Result<DrafterBundle> open_dspark(const speculative::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,
                                   ThreadPool* pool) {
   speculative::DSparkOptions dopt;
@@ -169,7 +175,7 @@ Result<DrafterBundle> open_dspark(const speculative::SpecConfig& c, const Drafte
   dopt.static_costs = c.schedule == speculative::DraftSchedule::kCostStatic;
   dopt.verify_ms = rt.verify_ms;  // also used for the governor's calibration below
   dopt.copy_bits = speculative::copy_bits_of_quant(c.quant);  // auto is resolved first (runtime/draft_quant.h)
-  auto d = speculative::DSparkDrafter::load(c.model, *target.model, dopt, pool);  // gamma = block_size
+  auto d = load_dspark(c.model, *target.model, dopt, pool);  // gamma = block_size
   if (!d) return d.status();
   const int block = (*d)->gamma();
   if (c.gamma > block)
@@ -235,6 +241,17 @@ Status check_drafter_kind(const std::string& kind) {
   }
   if (kind == "auto") return Status::ok();
   return Status::error("draft-kind: '" + kind + "' is not one of " + names);
+}
+
+Result<std::unique_ptr<speculative::DSparkDrafter>> open_dspark_probe(const std::string& dir, const model::Model& target,
+                                                                      const DSparkProbe& p, ThreadPool* pool) {
+  speculative::DSparkOptions opt;
+  opt.gamma = p.gamma;
+  opt.threshold = p.threshold;
+  opt.report_confidence = p.report_confidence;
+  opt.copy_bits = p.copy_bits;
+  opt.ctx_reserve = p.n_ctx;
+  return load_dspark(dir, target, opt, pool);
 }
 
 Result<DrafterBundle> make_drafter(const speculative::SpecConfig& c, const DrafterRuntime& rt, const LoadedModel& target,

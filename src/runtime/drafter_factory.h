@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "sample/sampler.h"
 #include "speculative/drafter.h"
+#include "speculative/drafter_dspark.h"
 #include "speculative/governor.h"
 #include "speculative/spec_config.h"
 #include "speculative/suffix_index.h"
@@ -84,6 +85,21 @@ struct DrafterKind {
 std::span<const DrafterKind> drafter_kinds();
 // auto or a registered kind; the error lists them.
 Status check_drafter_kind(const std::string& kind);
+
+// A DSpark checkpoint opened to measure the checkpoint itself (quantize-drafter's reload check, the
+// trainer's held-out replay, drafter-diag), through the same load as the registry's dspark row, with
+// the copy head off (the network alone) and returned as its concrete type for the network's
+// diagnostics (base and confidence logits). gamma 0 = the block size; copy_bits as
+// DSparkOptions::copy_bits. Errors name the directory.
+struct DSparkProbe {
+  int gamma = 0;
+  float threshold = 0.0f;
+  bool report_confidence = false;  // keep the confidence logits (DSparkDrafter::last_conf_logits)
+  int copy_bits = 0;
+  int64_t n_ctx = 4096;
+};
+Result<std::unique_ptr<speculative::DSparkDrafter>> open_dspark_probe(const std::string& dir, const model::Model& target,
+                                                                      const DSparkProbe& p, ThreadPool* pool);
 
 // Fresh drafter state for one request (cheap to call per request; weights are shared via bundle).
 // `c.kind` auto is detected from `c.model`. Sampling settings come with each draft request

@@ -4,14 +4,12 @@
 #include <cmath>
 
 #include "kernels/ops.h"
-#include "speculative/drafter_dspark.h"
+#include "runtime/drafter_factory.h"
 
 namespace dspark::runtime {
 
 Result<SmokeResult> smoke_check_drafter(const std::string& dir, const model::Model& target, ThreadPool* pool) {
-  speculative::DSparkOptions opt;
-  opt.ctx_reserve = 64;
-  auto d = speculative::DSparkDrafter::load(dir, target, opt, pool);
+  auto d = open_dspark_probe(dir, target, DSparkProbe{.n_ctx = 64}, pool);
   if (!d) return d.status();
   speculative::DSparkDrafter& drafter = *d.value();
   const int64_t V = target.config().n_vocab;

@@ -73,7 +73,7 @@ ApiResult<Prepared> prepare(const GenRequest& r, const tokenizer::Tokenizer& tok
     return bad_request("speculative.enabled: this server runs without a drafter (started with --no-spec)",
                        "speculative.enabled", "unsupported_value");
   p.params.gamma = std::min(r.speculative.num_draft_tokens.value_or(m.default_gamma), m.max_gamma);
-  if (r.speculative.num_draft_tokens) p.params.sure_cap = p.params.gamma;  // no round drafts more than asked
+  if (r.speculative.num_draft_tokens) p.params.sure_gamma = p.params.gamma;  // no round drafts more than asked
   p.params.governor = m.governor;
   p.use_drafter = want_spec && p.params.gamma > 0;
   if (!p.use_drafter) p.params.gamma = 0;

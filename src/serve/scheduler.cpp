@@ -8,9 +8,9 @@ namespace dspark::serve {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-// A batched forward holds every slot's window: a sure draft (speculative::Drafter::kMaxSureDraft) plus its
+// A batched forward holds every slot's window: a sure draft (speculative::Drafter::kMaxSureGamma) plus its
 // pending token, whatever gamma requests may ask.
-constexpr int64_t kMinWindow = speculative::Drafter::kMaxSureDraft + 1;
+constexpr int64_t kMinWindow = speculative::Drafter::kMaxSureGamma + 1;
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }

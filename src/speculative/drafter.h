@@ -53,8 +53,8 @@ class Drafter {
   virtual ~Drafter() = default;
   virtual std::string kind() const = 0;
   // The most tokens one draft() can propose (a request asking for more is clamped to this).
-  virtual int max_draft() const { return kMaxDraftDefault; }
-  static constexpr int kMaxDraftDefault = 16;
+  virtual int max_gamma() const { return kMaxGammaDefault; }
+  static constexpr int kMaxGammaDefault = 16;
   // Tap points of the target this drafter needs (empty: none; the verify pays nothing).
   virtual std::vector<int> required_taps() const { return {}; }
   // A new request: prompt tokens [0, P) are committed in the target (P = prompt.size()); `taps`
@@ -83,8 +83,8 @@ class Drafter {
   virtual bool sure_drafts() const { return false; }
   static constexpr double kSureAcceptance = 0.75;
   // A sure draft may run past gamma (copies need no network pass): at most this many tokens
-  // (SpecParams::sure_cap, which a request's explicit num_draft_tokens lowers to it).
-  static constexpr int kMaxSureDraft = 16;
+  // (SpecParams::sure_gamma, which a request's explicit num_draft_tokens lowers to it).
+  static constexpr int kMaxSureGamma = 16;
   // Drafter-specific counters for the request's telemetry (empty object if none).
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };

@@ -345,7 +345,7 @@ Status DSparkDrafter::draft(const DraftRequest& req, DraftResult* out) {
   // request drafts (and samples) the same whatever the server answered before.
   cache_ok_ = !sampled;
   // Sure drafts are copies (no network pass), so they may run past the block.
-  if (req.sure_only) return sure_draft(req.pending, sampled ? 0 : std::min(req.max_n, kMaxSureDraft), out);
+  if (req.sure_only) return sure_draft(req.pending, sampled ? 0 : std::min(req.max_n, kMaxSureGamma), out);
   if (req.pos != context_len())
     return Status::error("dspark drafter: draft at position " + std::to_string(req.pos) + ", but the drafter context has " +
                          std::to_string(context_len()) + " rows");

@@ -111,7 +111,7 @@ class DSparkDrafter : public Drafter {
 
   std::string kind() const override { return "dspark"; }
   std::vector<int> required_taps() const override { return model_->config().target_layer_ids; }
-  int max_draft() const override { return (int)model_->config().block_size; }
+  int max_gamma() const override { return (int)model_->config().block_size; }
   Status begin(std::span<const int32_t> prompt, const TapRows& taps) override;
   Status draft(const DraftRequest& req, DraftResult* out) override;
   Status commit(std::span<const int32_t> committed, int64_t pos, const TapRows& taps) override;

@@ -128,11 +128,11 @@ int Governor::best(int max_n) const {
       r = x;
       b = L;
     }
-  // Among caps nearly as good as the best, the longest: the drafter decides its own length within
-  // the cap, and the estimates of the longer slots are the noisier ones.
+  // Among gammas nearly as good as the best, the longest: the drafter decides its own length within
+  // the gamma, and the estimates of the longer slots are the noisier ones.
   if (b > 0)
     for (int L = std::min(max_n, gamma_); L > b; --L)
-      if (draft_rate(L) >= r * (1.0 - cfg_.cap_margin)) return L;
+      if (draft_rate(L) >= r * (1.0 - cfg_.gamma_margin)) return L;
   return b;
 }
 
@@ -183,7 +183,7 @@ Governor::Decision Governor::decide(int max_n) {
     }
   }
   ++stats_.rounds[(size_t)d.reason];
-  ++(d.cap > 0 ? stats_.drafting_rounds : stats_.plain_rounds);
+  ++(d.gamma > 0 ? stats_.drafting_rounds : stats_.plain_rounds);
   return d;
 }
 
@@ -196,15 +196,15 @@ Governor::Decision Governor::hold(GovernorReason why) {
   return d;
 }
 
-Governor::Decision Governor::sure(const Decision& decided, int cap) {
-  if (cap <= decided.cap) return decided;
+Governor::Decision Governor::sure(const Decision& decided, int gamma) {
+  if (gamma <= decided.gamma) return decided;
   --stats_.rounds[(size_t)decided.reason];
   ++stats_.rounds[(size_t)GovernorReason::kSure];
-  if (decided.cap == 0) {
+  if (decided.gamma == 0) {
     --stats_.plain_rounds;
     ++stats_.drafting_rounds;
   }
-  return {cap, GovernorReason::kSure};
+  return {gamma, GovernorReason::kSure};
 }
 
 void Governor::observe(const RoundObservation& o) {
@@ -213,11 +213,11 @@ void Governor::observe(const RoundObservation& o) {
   const double a = cfg_.alpha;
   v_[(size_t)d + 1].add(o.verify_ms, a);
   if (const double t = table_cost(d + 1); t > 0) scale_.add(o.verify_ms / t, a);
-  if (o.cap == 0 || d == 0) {  // the cost of verifying the pending token alone
+  if (o.gamma == 0 || d == 0) {  // the cost of verifying the pending token alone
     plain_.add(o.verify_ms + o.rest_ms, a);
     last_plain_obs_ = round_;
   }
-  if (o.cap == 0) return;
+  if (o.gamma == 0) return;
   // A probe from plain decoding that beat plain decoding: probe again soon (the text may have
   // turned), instead of after the backed-off interval.
   // Probes from plain decoding start at one token and double while every drafted token is taken.
@@ -231,9 +231,9 @@ void Governor::observe(const RoundObservation& o) {
   rest_.add(o.rest_ms, a);
   draft_.add(o.draft_ms, a);
   const double aa = cfg_.alpha_accept;
-  // Per slot i <= cap: was it drafted, given slot i-1 was; was it drafted and accepted, given
-  // slots 1..i-1 were (what a round cut to any cap L would have given: exact at T 0).
-  for (int i = 1; i <= std::min(o.cap, gamma_); ++i) {
+  // Per slot i <= gamma: was it drafted, given slot i-1 was; was it drafted and accepted, given
+  // slots 1..i-1 were (what a round cut to any gamma L would have given: exact at T 0).
+  for (int i = 1; i <= std::min(o.gamma, gamma_); ++i) {
     if (d >= i - 1) len_[(size_t)i].add(d >= i ? 1.0 : 0.0, aa);
     if (acc >= i - 1) acc_[(size_t)i].add(acc >= i ? 1.0 : 0.0, aa);
   }

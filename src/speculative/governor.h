@@ -9,21 +9,21 @@
 //                         commit; from plain rounds and from drafting rounds that proposed nothing,
 //                         whose draft time is left out)
 //   verify cost  V(n)   = ms of a target forward over n tokens (the window), by n
-//   per slot i, from every drafting round whose cap reached it:
+//   per slot i, from every drafting round whose gamma reached it:
 //       a_i = P(slot i drafted and accepted | slots 1..i-1 were)
-//       b_i = P(slot i drafted | slot i-1 was)          (the drafter may propose fewer than the cap)
-//   (what a round cut to any cap L would have given: exact for the accepted prefix at T 0); a slot
+//       b_i = P(slot i drafted | slot i-1 was)          (the drafter may propose fewer than gamma)
+//   (what a round cut to any gamma L would have given: exact for the accepted prefix at T 0); a slot
 //   with few samples leans on the slot before it.
-// A cap L is then worth
+// A gamma L is then worth
 //       E[tokens_L] = 1 + Σ_{i<=L} Π_{j<=i} a_j,   E[cost_L] = draft ms + E[V(1 + min(d, L))] + rest ms
 // and the governor picks argmax over {1 / c0} ∪ {E[tokens_L] / E[cost_L]} (exponential moving
 // averages, so a request whose text changes is followed), with hysteresis and a preference for the
-// longest cap nearly as good as the best.
+// longest gamma nearly as good as the best.
 // Exploration is cheap and bounded. While plain wins, a probe drafts after 1, 2, 4, .. max_backoff
 // plain rounds (up to max_backoff_far while plain leads the full-length draft's rate by far_margin;
 // after 1 again when a probe beat plain decoding), one token long at first and twice as long after
-// each probe whose every token was accepted. While a short cap wins, a full-length draft refreshes
-// the longer caps every refresh_rounds rounds. A plain round refreshes c0 when none was seen for
+// each probe whose every token was accepted. While a short gamma wins, a full-length draft refreshes
+// the longer gammas every refresh_rounds rounds. A plain round refreshes c0 when none was seen for
 // plain_refresh_rounds rounds and drafting is not far ahead.
 //
 // Priors: a verify-cost table (measured at start-up or given) fills V(n) for window sizes not yet
@@ -47,10 +47,10 @@ namespace dspark::speculative {
 
 // Why a round drafted what it did.
 enum class GovernorReason : uint8_t {
-  kOff,         // the governor is off: the drafter's own cap
+  kOff,         // the governor is off: the drafter's own gamma
   kLimit,       // no room to draft (token budget or context end)
   kWarmup,      // first drafting rounds, at full length
-  kDraft,       // drafting at the best cap
+  kDraft,       // drafting at the best gamma
   kPlain,       // plain decoding is the best
   kProbeDraft,  // exploration: a full-length draft
   kProbePlain,  // exploration: a plain round to refresh its cost
@@ -69,20 +69,20 @@ struct GovernorConfig {
   int max_backoff = 16;           // at most this many plain rounds between two draft probes, ...
   int max_backoff_far = 64;       // ... or this many while plain leads full-length drafting by far_margin
   double far_margin = 0.3;
-  int refresh_rounds = 16;        // a full-length probe this often while a shorter cap wins
+  int refresh_rounds = 16;        // a full-length probe this often while a shorter gamma wins
   int plain_refresh_rounds = 32;  // a plain probe when c0 was last seen this many rounds ago ...
   double plain_refresh_band = 0.3;  // ... and the best draft rate is within this of the plain rate
   double alpha = 0.2;             // moving-average weight of a new cost (1/n while n < 1/alpha)
   double alpha_accept = 0.1;      // the same for the per-slot acceptance (noisier: one bit a round)
   double switch_margin = 0.05;    // drafting -> plain only when plain is estimated this much faster
   double enter_margin = 0.05;     // plain -> drafting only when drafting is estimated this much faster
-  double cap_margin = 0.03;       // the longest cap within this of the best cap's rate is taken
+  double gamma_margin = 0.03;     // the longest gamma within this of the best gamma's rate is taken
 };
 
 // One finished round, as the stepper saw it.
 struct RoundObservation {
-  int cap = 0;         // the decision's cap (0: plain)
-  int drafted = 0;     // tokens proposed (<= cap)
+  int gamma = 0;       // the decision's draft length (0: plain)
+  int drafted = 0;     // tokens proposed (<= gamma)
   int accepted = 0;    // of them accepted
   double draft_ms = 0, verify_ms = 0, rest_ms = 0;  // drafter call; target forward (its share); accept + commit
 };
@@ -90,8 +90,8 @@ struct RoundObservation {
 // Rounds by reason; plain + drafting = all rounds of the generation(s).
 struct GovernorStats {
   std::array<int64_t, (size_t)GovernorReason::kCount> rounds{};
-  int64_t plain_rounds = 0;     // rounds that drafted nothing by decision (cap 0)
-  int64_t drafting_rounds = 0;  // rounds with cap > 0
+  int64_t plain_rounds = 0;     // rounds that drafted nothing by decision (gamma 0)
+  int64_t drafting_rounds = 0;  // rounds with gamma > 0
   void merge(const GovernorStats& o) {
     for (size_t i = 0; i < rounds.size(); ++i) rounds[i] += o.rounds[i];
     plain_rounds += o.plain_rounds;
@@ -103,7 +103,7 @@ struct GovernorStats {
 class Governor {
  public:
   struct Decision {
-    int cap = 0;  // draft at most this many tokens (0: plain step)
+    int gamma = 0;  // draft at most this many tokens (0: plain step)
     GovernorReason reason = GovernorReason::kOff;
   };
 
@@ -115,23 +115,24 @@ class Governor {
   // start at 0. A different config or gamma starts it afresh.
   void begin_request(const GovernorConfig& cfg, int gamma);
 
-  // The cap for the next round; `max_n` is what the budget allows (<= gamma is enforced here).
+  // The next round's draft length (its gamma, 0: plain); `max_n` is what the budget allows (the
+  // request's gamma is enforced here).
   Decision decide(int max_n);
   // A plain round imposed from outside (the server's batch gate): counted under `why`, and its
   // observation refreshes the plain cost like any plain round.
   Decision hold(GovernorReason why);
-  // The round just decided (decide() or hold()) drafts `cap` tokens the drafter is sure of instead, more
-  // than it decided (plain, or a shorter cap): recounted under kSure (a drafting round). Its outcome
-  // is not observe()d, so such rounds do not colour the estimates of ordinary drafting. A cap not
+  // The round just decided (decide() or hold()) drafts `gamma` tokens the drafter is sure of instead, more
+  // than it decided (plain, or a shorter gamma): recounted under kSure (a drafting round). Its outcome
+  // is not observe()d, so such rounds do not colour the estimates of ordinary drafting. A gamma not
   // above the decided one changes nothing.
-  Decision sure(const Decision& decided, int cap);
+  Decision sure(const Decision& decided, int gamma);
   // The round decided last has finished.
   void observe(const RoundObservation& o);
 
   // Current estimates, tokens per ms (0: not known yet). L in 1..gamma.
   double plain_rate() const;
   double draft_rate(int L) const;
-  // The cap with the highest estimated rate among those known, among 0..max_n.
+  // The gamma with the highest estimated rate among those known, among 0..max_n.
   int best(int max_n) const;
   const GovernorStats& stats() const { return stats_; }
   nlohmann::json estimates() const;  // c0, V(n), rates (tests and debugging)

@@ -7,7 +7,12 @@
 //
 // Draft length, one name and one sentinel: `gamma` = the most draft tokens per round; 0 = the
 // drafter's own default (a DSpark drafter's block size, 5 for the others). A DSpark drafter clamps a
-// larger gamma to its block (with a warning); nothing else clamps it.
+// larger gamma to its block (with a warning); nothing else clamps it. The same name holds inside
+// (SpecParams::gamma, DSparkOptions::gamma, the governor's per-round decision, Drafter::max_gamma(),
+// Drafter::kMaxSureGamma); only the public spellings differ: the flag and ab key `num-draft-tokens`,
+// the request field `speculative.num_draft_tokens`. Not draft lengths: a DSpark network's
+// `block_size` (its architecture: the block it drafts in one pass, so the most it can draft) and a
+// drafter call's `max_n` (DraftRequest: the bound of that one call).
 #pragma once
 
 #include <cstdint>

@@ -16,7 +16,7 @@ struct SpecParams {
   // The cap of a sure draft (Drafter::sure_drafts), which may run past gamma when gamma is the
   // drafter's default; a caller that sets gamma explicitly (a request's num_draft_tokens) sets this
   // to gamma too, so no round drafts more than asked.
-  int sure_cap = Drafter::kMaxSureDraft;
+  int sure_gamma = Drafter::kMaxSureGamma;
 };
 
 struct SpecResult {

@@ -234,8 +234,8 @@ Status SpecStepper::draft_phase(bool may_draft) {
     // gamma); exploration rounds (warm-up, probes) keep their decision. Greedy only, so sampled
     // requests keep deciding from constants.
     const int sure_room = (int)std::max<int64_t>(
-        0, std::min<int64_t>({Drafter::kMaxSureDraft, params_.sure_cap, remaining - 1, n_ctx - pos_ - 1}));
-    const bool plain_by_choice = decision_.cap == 0 && (decision_.reason == GovernorReason::kPlain ||
+        0, std::min<int64_t>({Drafter::kMaxSureGamma, params_.sure_gamma, remaining - 1, n_ctx - pos_ - 1}));
+    const bool plain_by_choice = decision_.gamma == 0 && (decision_.reason == GovernorReason::kPlain ||
                                                         decision_.reason == GovernorReason::kBatchPlain);
     const bool ask_sure = sure_room > 0 && params_.governor.enabled && gp.sampler.temperature <= 0.0f &&
                           (plain_by_choice || decision_.reason == GovernorReason::kDraft) && drafter_->sure_drafts();
@@ -244,12 +244,12 @@ Status SpecStepper::draft_phase(bool may_draft) {
       DSPARK_RETURN_IF_ERROR(
           drafter_->draft({pending_, pos_, sure_room, gp.sampler, &sampler_.rng(), /*sure_only=*/true}, &draft_));
       if ((int)draft_.tokens.size() > sure_room) draft_.tokens.resize(sure_room);
-      sure = (int)draft_.tokens.size() > decision_.cap;
+      sure = (int)draft_.tokens.size() > decision_.gamma;
     }
     if (sure) {
       decision_ = gov_->sure(decision_, (int)draft_.tokens.size());
     } else {
-      const int max_n = decision_.cap;
+      const int max_n = decision_.gamma;
       DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng()}, &draft_));
       if ((int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
     }
@@ -310,7 +310,7 @@ Status SpecStepper::accept_phase() {
   const double commit_ms = ms_since(t0);
   st.commit_ms += commit_ms;
   if (drafter_ && decision_.reason != GovernorReason::kSure)
-    gov_->observe({.cap = decision_.cap, .drafted = d, .accepted = acc.n_accept, .draft_ms = round_draft_ms_,
+    gov_->observe({.gamma = decision_.gamma, .drafted = d, .accepted = acc.n_accept, .draft_ms = round_draft_ms_,
                   .verify_ms = round_verify_ms_, .rest_ms = accept_ms + commit_ms});
   if (stop) finish_text();
   return Status::ok();

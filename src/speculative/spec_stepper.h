@@ -124,7 +124,7 @@ class SpecStepper {
   DraftResult draft_;
   std::vector<int32_t> window_, argmax_rows_;
   Governor own_gov_;
-  Governor* gov_ = &own_gov_;            // chooses each round's draft cap (speculative/governor.h)
+  Governor* gov_ = &own_gov_;            // chooses each round's gamma (draft length) (speculative/governor.h)
   Governor::Decision decision_;          // of the round in flight
   double round_draft_ms_ = 0, round_verify_ms_ = 0;
 };

@@ -33,7 +33,7 @@ struct SpecStats {
     accept_hist.assign(gamma + 1, 0);
   }
   void add_round(int d, int n_accept) {
-    if (d > (int)drafted_by_pos.size()) {  // a sure draft may run past gamma (Drafter::kMaxSureDraft)
+    if (d > (int)drafted_by_pos.size()) {  // a sure draft may run past gamma (Drafter::kMaxSureGamma)
       drafted_by_pos.resize((size_t)d, 0);
       accepted_by_pos.resize((size_t)d, 0);
       accept_hist.resize((size_t)d + 1, 0);

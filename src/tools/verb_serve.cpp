@@ -182,7 +182,7 @@ Result<ServeDrafter> mount_serve_drafter(const ServeFlags& f, const LoadedModel&
   d.mount = std::move(m).value();
   const speculative::SpecConfig& c = d.mount->config;
   d.info = {d.mount->kind(), c.model.empty() ? c.suffix_index : c.model, d.mount->gamma(), c.threshold};
-  d.max_gamma = std::max(d.mount->gamma(), d.mount->drafter().max_draft());
+  d.max_gamma = std::max(d.mount->gamma(), d.mount->drafter().max_gamma());
   d.governor = d.mount->bundle.governor;
   d.factory = [m = d.mount.get()]() -> Result<std::unique_ptr<speculative::Drafter>> { return m->fork(); };
   return d;

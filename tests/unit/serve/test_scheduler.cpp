@@ -346,7 +346,7 @@ TEST_F(SchedulerTiny, PrepareChecksModelContextAndSpec) {
   EXPECT_EQ(p.params.gen.max_tokens, 64 - (int)p.prompt.size());  // default capped by the context
   EXPECT_TRUE(p.use_drafter);
   EXPECT_EQ(p.params.gamma, 5);
-  EXPECT_EQ(p.params.sure_cap, speculative::Drafter::kMaxSureDraft);  // no num_draft_tokens: sure drafts may run past gamma
+  EXPECT_EQ(p.params.sure_gamma, speculative::Drafter::kMaxSureGamma);  // no num_draft_tokens: sure drafts may run past gamma
   EXPECT_EQ(p.params.gen.sampler.seed, 42u);
 
   r.model = "tiny.gguf";
@@ -380,7 +380,7 @@ TEST_F(SchedulerTiny, PrepareChecksModelContextAndSpec) {
   EXPECT_FALSE(std::get<Prepared>(prepare(r, *tok_, m, 0)).use_drafter);
   r.speculative = {.enabled = true, .num_draft_tokens = 3};
   EXPECT_EQ(std::get<Prepared>(prepare(r, *tok_, m, 0)).params.gamma, 3);
-  EXPECT_EQ(std::get<Prepared>(prepare(r, *tok_, m, 0)).params.sure_cap, 3);  // asked for 3: no round drafts more
+  EXPECT_EQ(std::get<Prepared>(prepare(r, *tok_, m, 0)).params.sure_gamma, 3);  // asked for 3: no round drafts more
   r.speculative = {.enabled = true, .num_draft_tokens = 64};  // more than the drafter can draft: clamped
   EXPECT_EQ(std::get<Prepared>(prepare(r, *tok_, m, 0)).params.gamma, 7);
   m.has_drafter = false;

@@ -36,10 +36,10 @@ struct Sim {
     for (int r = 0; r < rounds; ++r) {
       const Governor::Decision d = gov.decide(gamma);
       decisions.push_back(d);
-      const int drafted = d.cap;
+      const int drafted = d.gamma;
       const int acc = drafted > 0 ? std::min(drafted, accepted((int)decisions.size(), drafted)) : 0;
-      RoundObservation o{.cap = d.cap, .drafted = drafted, .accepted = acc,
-                         .draft_ms = d.cap > 0 ? m.draft : 0.0, .verify_ms = m.verify(1 + drafted), .rest_ms = m.rest};
+      RoundObservation o{.gamma = d.gamma, .drafted = drafted, .accepted = acc,
+                         .draft_ms = d.gamma > 0 ? m.draft : 0.0, .verify_ms = m.verify(1 + drafted), .rest_ms = m.rest};
       gov.observe(o);
       tokens += acc + 1;
       ms += o.draft_ms + o.verify_ms + o.rest_ms;
@@ -62,7 +62,7 @@ TEST(Governor, OffPassesTheBudgetThrough) {
   Governor g(GovernorConfig{}, 5);
   for (int max_n : {5, 3, 9, 0}) {
     const auto d = g.decide(max_n);
-    EXPECT_EQ(d.cap, std::min(max_n, 5));
+    EXPECT_EQ(d.gamma, std::min(max_n, 5));
     EXPECT_EQ(d.reason, max_n > 0 ? R::kOff : R::kLimit);
   }
   EXPECT_EQ(g.stats().drafting_rounds, 3);
@@ -72,7 +72,7 @@ TEST(Governor, OffPassesTheBudgetThrough) {
 TEST(Governor, NoRoomIsAPlainRoundForItsOwnReason) {
   Governor g(on(), 4);
   EXPECT_EQ(g.decide(0).reason, R::kLimit);
-  EXPECT_EQ(g.decide(0).cap, 0);
+  EXPECT_EQ(g.decide(0).gamma, 0);
   EXPECT_EQ(g.stats().rounds[(size_t)R::kLimit], 2);
 }
 
@@ -103,14 +103,14 @@ TEST(Governor, KeepsADrafterThatWins) {
   EXPECT_LE(s.count(R::kProbePlain), 200 / on().plain_refresh_rounds + 1);
   for (const auto& d : s.decisions) {
     if (d.reason == R::kDraft) {
-      EXPECT_EQ(d.cap, 4);
+      EXPECT_EQ(d.gamma, 4);
     }
   }
   EXPECT_GT(s.tokens / s.ms, 2.0 / (s.m.verify(1) + s.m.rest));
 }
 
 // Only the first slot is ever right and windows are steep: the counterfactual of shorter drafts
-// (read from full-length rounds) makes cap 1 the choice, with full-length refreshes.
+// (read from full-length rounds) makes gamma 1 the choice, with full-length refreshes.
 TEST(Governor, PicksTheCapThatPays) {
   Sim s(Governor(on(), 4));
   s.m.slope = 2.0;
@@ -118,10 +118,10 @@ TEST(Governor, PicksTheCapThatPays) {
   s.run(120, 4);
   int cap1 = 0;
   for (size_t i = 20; i < s.decisions.size(); ++i) {
-    cap1 += s.decisions[i].reason == R::kDraft && s.decisions[i].cap == 1;
+    cap1 += s.decisions[i].reason == R::kDraft && s.decisions[i].gamma == 1;
   }
   EXPECT_GT(cap1, 80);
-  EXPECT_GT(s.count(R::kProbeDraft, 20), 0);  // the longer caps are refreshed
+  EXPECT_GT(s.count(R::kProbeDraft, 20), 0);  // the longer gammas are refreshed
   EXPECT_GT(s.gov.draft_rate(1), s.gov.draft_rate(4));
   EXPECT_GT(s.gov.draft_rate(1), s.gov.plain_rate());
 }
@@ -132,7 +132,7 @@ TEST(Governor, FollowsTheText) {
   Sim s(Governor(on(), 4));
   s.accepted = [](int round, int d) { return round > 60 && round <= 120 ? d : 0; };
   s.run(180, 4);
-  EXPECT_EQ(s.decisions[59].cap, 0);
+  EXPECT_EQ(s.decisions[59].gamma, 0);
   int first_draft = -1;
   for (int i = 60; i < 120 && first_draft < 0; ++i)
     if (s.decisions[(size_t)i].reason == R::kDraft) first_draft = i;
@@ -153,9 +153,9 @@ TEST(Governor, ConstantsMakeDecisionsIndependentOfTiming) {
     s.m.draft = 0.5 / jitter;
     s.accepted = [](int round, int d) { return (round * 7) % 5 < 2 ? d : round % 2; };
     s.run(100, 4);
-    std::vector<int> caps;
-    for (const auto& d : s.decisions) caps.push_back(d.cap);
-    return caps;
+    std::vector<int> gammas;
+    for (const auto& d : s.decisions) gammas.push_back(d.gamma);
+    return gammas;
   };
   EXPECT_EQ(decisions(1.0), decisions(3.0));
   EXPECT_EQ(decisions(1.0), decisions(0.4));
@@ -168,13 +168,13 @@ TEST(Governor, VerifyCostPriors) {
   Governor g({.enabled = true, .verify_ms = m.table(5)}, 4);
   EXPECT_NEAR(g.estimates()["verify_ms"][2].get<double>(), m.verify(3), 1e-9);
   g.decide(4);
-  g.observe({.cap = 4, .drafted = 4, .accepted = 0, .draft_ms = 0.5, .verify_ms = 2 * m.verify(5), .rest_ms = 0});
+  g.observe({.gamma = 4, .drafted = 4, .accepted = 0, .draft_ms = 0.5, .verify_ms = 2 * m.verify(5), .rest_ms = 0});
   EXPECT_NEAR(g.estimates()["verify_ms"][2].get<double>(), 2 * m.verify(3), 1e-9);  // scaled x2
   EXPECT_NEAR(g.estimates()["verify_ms"][4].get<double>(), 2 * m.verify(5), 1e-9);  // measured
 
   Governor n(on(), 4);
   n.decide(4);
-  n.observe({.cap = 4, .drafted = 2, .accepted = 0, .draft_ms = 0.5, .verify_ms = 7.0, .rest_ms = 0});
+  n.observe({.gamma = 4, .drafted = 2, .accepted = 0, .draft_ms = 0.5, .verify_ms = 7.0, .rest_ms = 0});
   EXPECT_EQ(n.estimates()["verify_ms"][1].get<double>(), 7.0);  // V(2) <- V(3), the nearest larger
   EXPECT_EQ(n.estimates()["verify_ms"][4].get<double>(), 7.0);  // V(5) <- V(3), the nearest smaller
   EXPECT_EQ(n.plain_rate(), 1.0 / 7.0);                         // c0 <- V(1) <- V(3)
@@ -219,7 +219,7 @@ TEST(Governor, CarriesOverAcrossRequests) {
   GovernorConfig k{.enabled = true, .verify_ms = m.table(5), .deterministic = true};
   s.gov.begin_request(k, 4);
   s.gov.decide(4);
-  s.gov.observe({.cap = 4, .drafted = 4, .accepted = 0, .draft_ms = 1, .verify_ms = 5, .rest_ms = 0});
+  s.gov.observe({.gamma = 4, .drafted = 4, .accepted = 0, .draft_ms = 1, .verify_ms = 5, .rest_ms = 0});
   s.gov.begin_request(k, 4);
   EXPECT_EQ(s.gov.decide(4).reason, R::kWarmup) << "deciding from constants: every request starts alike";
 }
@@ -236,8 +236,8 @@ TEST(Governor, BacksOffFurtherWhenFarBehind) {
 TEST(Governor, HoldIsAPlainRoundUnderItsOwnReason) {
   Governor g(on(), 4);
   const Governor::Decision d = g.hold(R::kBatchPlain);
-  EXPECT_EQ(d.cap, 0);
-  g.observe({.cap = 0, .drafted = 0, .accepted = 0, .draft_ms = 0, .verify_ms = 2.0, .rest_ms = 0.5});
+  EXPECT_EQ(d.gamma, 0);
+  g.observe({.gamma = 0, .drafted = 0, .accepted = 0, .draft_ms = 0, .verify_ms = 2.0, .rest_ms = 0.5});
   EXPECT_EQ(g.stats().rounds[(size_t)R::kBatchPlain], 1);
   EXPECT_EQ(g.stats().plain_rounds, 1);
   EXPECT_EQ(g.stats().drafting_rounds, 0);
@@ -249,7 +249,7 @@ TEST(Governor, ASureDraftRecountsThePlainRound) {
   Governor g(on(), 4);
   const Governor::Decision plain = g.hold(GovernorReason::kBatchPlain);
   const Governor::Decision sure = g.sure(plain, 3);
-  EXPECT_EQ(sure.cap, 3);
+  EXPECT_EQ(sure.gamma, 3);
   EXPECT_EQ(sure.reason, GovernorReason::kSure);
   const auto st = g.stats();
   EXPECT_EQ(st.rounds[(size_t)GovernorReason::kBatchPlain], 0);
@@ -259,13 +259,13 @@ TEST(Governor, ASureDraftRecountsThePlainRound) {
   EXPECT_EQ(st.to_json()["rounds_by_reason"]["sure"].get<int64_t>(), 1);
   // The stepper does not observe a sure round, so the plain cost is still unknown.
   EXPECT_EQ(g.plain_rate(), 0.0);
-  // A drafting decision with a cap at least as long is left as it is; a longer sure draft replaces it.
+  // A drafting decision with a gamma at least as long is left as it is; a longer sure draft replaces it.
   const Governor::Decision draft = g.decide(4);
-  ASSERT_GT(draft.cap, 0);
-  EXPECT_EQ(g.sure(draft, draft.cap).reason, draft.reason);
+  ASSERT_GT(draft.gamma, 0);
+  EXPECT_EQ(g.sure(draft, draft.gamma).reason, draft.reason);
   const int drafting = g.stats().drafting_rounds;
   const Governor::Decision longer = g.sure(draft, 9);
-  EXPECT_EQ(longer.cap, 9);
+  EXPECT_EQ(longer.gamma, 9);
   EXPECT_EQ(longer.reason, GovernorReason::kSure);
   EXPECT_EQ(g.stats().rounds[(size_t)GovernorReason::kSure], 2);
   EXPECT_EQ(g.stats().drafting_rounds, drafting);

@@ -441,7 +441,7 @@ TEST(DraftNet, AnswerCacheFeedsTheCopyHead) {
   ASSERT_TRUE(surer.value()->draft(sure, &a).is_ok());
   EXPECT_EQ(a.tokens, (std::vector<int32_t>{33, 34, 35}));  // the stored answer ends there
   EXPECT_FALSE(surer.value()->last_backbone_ran());
-  // Sure drafts are copies, so they may run past the block (4 here) up to kMaxSureDraft.
+  // Sure drafts are copies, so they may run past the block (4 here) up to kMaxSureGamma.
   speculative::AnswerCache long_cache({.capacity_tokens = 1024});
   long_cache.add(std::vector<int32_t>{5, 6, 7}, std::vector<int32_t>{8, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30});
   surer.value()->use_answer_cache(&long_cache);
