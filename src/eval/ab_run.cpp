@@ -159,7 +159,7 @@ Status mount_arms(AbPlan& p, const std::vector<double>& verify_ms, const AbEvent
       const speculative::SpecConfig& d = arm.spec.drafter;
       const MountOptions mo{.n_ctx = p.opt.settings.n_ctx, .cache_dir = resolve_cache_dir(""),
                             .verify_ms = d.cost_schedule() || d.governor ? verify_ms : std::vector<double>{},
-                            .verbose = false};
+                            .verbose = false, .note = [&ev](const std::string& s) { note(ev, s); }};
       auto m = mount_drafter(d, mo, *p.lm, p.pool.get());
       if (!m) return Status::error("arm " + arm.spec.name + ": " + m.message());
       p.mounts[k] = std::move(m).value();

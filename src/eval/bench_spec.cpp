@@ -39,7 +39,7 @@ Result<nlohmann::json> run_bench_spec(const BenchSpecOptions& opt, const LoadedM
 
   // One drafter per run: begin() resets its state for every prompt, weights load once.
   auto mount = runtime::mount_drafter(
-      opt.drafter, {.n_ctx = 4096, .cache_dir = resolve_cache_dir(""), .verify_ms = {}, .verbose = false}, lm, &pool);
+      opt.drafter, {.n_ctx = 4096, .cache_dir = resolve_cache_dir(""), .verify_ms = {}, .verbose = false, .note = opt.note}, lm, &pool);
   if (!mount) return mount.status();
   runtime::DrafterBundle& bundle = (*mount)->bundle;
   const std::string kind = bundle.kind;

@@ -21,6 +21,7 @@ struct BenchSpecOptions {
   int64_t threads = 2;
   speculative::SpecConfig drafter;
   sample::SamplerConfig sampler;  // seed: prompt i uses seed + i in both arms
+  NoteFn note;                    // remarks of mounting the drafter (core/note.h)
 };
 
 // Runs both arms on every prompt that fits; returns one JSON object (`dspark bench --spec --json`

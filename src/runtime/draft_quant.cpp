@@ -57,7 +57,7 @@ bool q4_1_holds_exactly(const quant::QuantConfig& qc) {
 
 Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, speculative::DraftQuant mode,
                                              const model::Model& target, const std::string& cache_dir,
-                                             ThreadPool* pool, const std::string& recommendation) {
+                                             ThreadPool* pool, const std::string& recommendation, const NoteFn& note) {
   const DraftQuantChoice as_given{dir, 0, {}};
   if (mode == speculative::DraftQuant::kNone) return as_given;
   if (mode == speculative::DraftQuant::kInt8) return DraftQuantChoice{dir, 8, {}};
@@ -107,8 +107,8 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, speculative
     out = fs::path(cache_dir) / "drafters" / (src.filename().string() + "-auto-" + rung);
   std::error_code ec;
   if (fs::exists(out / "config.json", ec)) {
-    std::fprintf(stderr, "draft-quant auto: using %s (%s of %s, converted earlier; --draft-quant none for the original)\n",
-                 out.c_str(), rung.c_str(), dir.c_str());
+    notify(note, "draft-quant auto: using " + out.string() + " (" + rung + " of " + dir +
+                     ", converted earlier; --draft-quant none for the original)");
     return DraftQuantChoice{out.string(), 0, {}};
   }
   fs::create_directories(out.parent_path(), ec);
@@ -119,21 +119,23 @@ Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, speculative
     auto r = smoke_check_drafter(staging, target, pool);
     return r ? Status::ok() : Status::error("reload check of the converted drafter failed: " + r.message());
   };
-  std::fprintf(stderr, "draft-quant auto: converting %s to %s (recommended rung for drafters, %s) ...\n", dir.c_str(),
-               rung.c_str(), rec_path.c_str());
+  notify(note, "draft-quant auto: converting " + dir + " to " + rung + " (recommended rung for drafters, " + rec_path +
+                   ") ...");
   auto rep = quant::quantize_checkpoint(opt);
   if (!rep) {  // best effort: a drafter the rung does not fit (shapes, formats) loads as given
-    std::fprintf(stderr, "draft-quant auto: not converted (%s); loading %s as given\n", rep.message().c_str(), dir.c_str());
+    notify(note, "draft-quant auto: not converted (" + rep.message() + "); loading " + dir + " as given");
     return as_given;
   }
-  std::fprintf(stderr, "draft-quant auto: wrote %s (%.2f MB -> %.2f MB, %.2f bpw); reused next time\n", out.c_str(),
-               (double)rep->bytes_before / 1e6, (double)rep->bytes_after / 1e6, rep->bpw_quantized);
+  char sizes[96];
+  std::snprintf(sizes, sizeof sizes, "%.2f MB -> %.2f MB, %.2f bpw", (double)rep->bytes_before / 1e6,
+                (double)rep->bytes_after / 1e6, rep->bpw_quantized);
+  notify(note, "draft-quant auto: wrote " + out.string() + " (" + sizes + "); reused next time");
   return DraftQuantChoice{out.string(), 0, {}};
 }
 
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
                                                  speculative::DraftQuant mode, const model::Model& target,
-                                                 const std::string& cache_dir, ThreadPool* pool) {
+                                                 const std::string& cache_dir, ThreadPool* pool, const NoteFn& note) {
   const DraftQuantChoice as_given{path, 0, {}};
   if (path.empty() || (kind != "auto" && kind != "dspark" && !kind.empty())) return as_given;
   auto k = detect_draft_kind(path);
@@ -158,7 +160,7 @@ Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const 
   tables.n_vocab = tc.n_vocab;
   tables.n_embd = tc.n_embd;
   if (!net::DSparkModel::load(path, net::target_shape(tc), &tables)) return as_given;
-  return resolve_draft_quant(path, mode, target, cache_dir, pool);
+  return resolve_draft_quant(path, mode, target, cache_dir, pool, "", note);
 }
 
 }  // namespace dspark::runtime

@@ -21,6 +21,7 @@
 
 #include <string>
 
+#include "core/note.h"
 #include "core/status.h"
 #include "core/threadpool.h"
 #include "model/model.h"
@@ -39,17 +40,20 @@ struct DraftQuantChoice {
   }
 };
 
-// The choice for `dir` under `mode`; `cache_dir` = the dspark cache.
+// The choice for `dir` under `mode`; `cache_dir` = the dspark cache. A conversion made or reused
+// by auto is reported to `note` (one line each).
 // Only DSpark checkpoint directories are touched (kind "dspark", or "auto" detecting one).
 // `recommendation` = the quant_auto.json to use ("" = drafters/quant_auto.json of the install).
 Result<DraftQuantChoice> resolve_draft_quant(const std::string& dir, speculative::DraftQuant mode,
                                              const model::Model& target, const std::string& cache_dir,
-                                             ThreadPool* pool, const std::string& recommendation = "");
+                                             ThreadPool* pool, const std::string& recommendation = "",
+                                             const NoteFn& note = nullptr);
 // The same for a drafter flag pair (--draft-kind, --draft-model): other kinds pass through as given.
 // With mode "none", a quantized DSpark checkpoint on a CPU without AMX gets a note saying it drafts
 // slower than the int8 copies the other modes load.
 Result<DraftQuantChoice> resolve_draft_quant_for(const std::string& kind, const std::string& path,
                                                  speculative::DraftQuant mode, const model::Model& target,
-                                                 const std::string& cache_dir, ThreadPool* pool);
+                                                 const std::string& cache_dir, ThreadPool* pool,
+                                                 const NoteFn& note = nullptr);
 
 }  // namespace dspark::runtime

@@ -179,8 +179,8 @@ Result<DrafterBundle> open_dspark(const speculative::SpecConfig& c, const Drafte
   if (!d) return d.status();
   const int block = (*d)->gamma();
   if (c.gamma > block)
-    std::fprintf(stderr, "warning: num-draft-tokens %d exceeds the drafter's block_size %d; using %d\n", c.gamma, block,
-                 block);
+    notify(rt.note, "warning: num-draft-tokens " + std::to_string(c.gamma) + " exceeds the drafter's block_size " +
+                        std::to_string(block) + "; using " + std::to_string(block));
   else if (c.gamma > 0 && c.gamma < block)
     dopt.gamma = c.gamma;
   const net::DSparkConfig& cfg = (*d)->model().config();

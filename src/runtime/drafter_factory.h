@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/note.h"
 #include "core/status.h"
 #include "core/threadpool.h"
 #include "model/model.h"
@@ -30,6 +31,7 @@ namespace dspark::runtime {
 struct DrafterRuntime {
   int64_t n_ctx = 4096;
   std::vector<double> verify_ms;   // [γ + 2] target forward time over n tokens (measure_verify_ms); index 0 unused
+  NoteFn note;                     // remarks (a num-draft-tokens past a DSpark block is clamped)
 };
 
 // Times one target forward over n = 1 .. n_max new tokens (all-position logits, as verify runs)

@@ -1,19 +1,17 @@
 #include "runtime/drafter_mount.h"
 
-#include <cstdio>
-
 #include "runtime/draft_quant.h"
 
 namespace dspark::runtime {
 
 Result<std::unique_ptr<MountedDrafter>> mount_drafter(speculative::SpecConfig c, const MountOptions& opt,
                                                       const LoadedModel& target, ThreadPool* pool) {
-  auto q = resolve_draft_quant_for(c.kind, c.model, c.quant, *target.model, opt.cache_dir, pool);
+  auto q = resolve_draft_quant_for(c.kind, c.model, c.quant, *target.model, opt.cache_dir, pool, opt.note);
   if (!q) return q.status();
-  if (opt.verbose && !q->note.empty()) std::fprintf(stderr, "%s\n", q->note.c_str());
+  if (opt.verbose && !q->note.empty()) notify(opt.note, q->note);
   c.model = q->dir;
   c.quant = q->mode();  // what was chosen
-  DrafterRuntime rt{.n_ctx = opt.n_ctx, .verify_ms = {}};
+  DrafterRuntime rt{.n_ctx = opt.n_ctx, .verify_ms = {}, .note = opt.note};
   if (c.cost_schedule() || c.governor) {  // both start from the verify-cost table, which must reach gamma + 1 tokens
     auto gamma = planned_gamma(c);
     if (!gamma) return gamma.status();

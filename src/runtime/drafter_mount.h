@@ -26,7 +26,8 @@ struct MountOptions {
   int64_t n_ctx = 4096;            // context each drafter state must hold
   std::string cache_dir;           // where draft-quant auto keeps converted rungs
   std::vector<double> verify_ms;   // given: the verify-cost table (index 0 unused) instead of measuring one
-  bool verbose = false;            // print the quantization choice's note on stderr
+  bool verbose = false;            // also report the quantization choice's note to `note`
+  NoteFn note;                     // remarks: draft-quant auto's conversions, a clamped num-draft-tokens
 };
 
 struct MountedDrafter {

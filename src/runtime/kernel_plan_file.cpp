@@ -285,7 +285,7 @@ Result<TargetBackend> target_backend(const std::string& model_path, const std::s
       tb.plan_status = "read from " + file;
       return tb;
     }
-    std::fprintf(stderr, "dspark: kernel plan %s rejected: %s; planning again\n", file.c_str(), plan.message().c_str());
+    notify(flags.note, "dspark: kernel plan " + file + " rejected: " + plan.message() + "; planning again");
   }
   auto gguf = formats::GgufFile::open(model_path);
   if (!gguf) return gguf.status();
@@ -304,7 +304,7 @@ Result<TargetBackend> target_backend(const std::string& model_path, const std::s
   std::snprintf(buf, sizeof buf, "planned in %.2f s", secs);
   tb.plan_status = buf;
   if (Status st = write_file(file, format_plan_file(*plan, id)); !st)
-    std::fprintf(stderr, "dspark: kernel plan not saved: %s\n", st.message().c_str());
+    notify(flags.note, "dspark: kernel plan not saved: " + st.message());
   else
     tb.plan_status += ", saved to " + file;
   tb.planned = std::make_unique<kernels::PlannedCpuBackend>(**be, std::move(plan).value());

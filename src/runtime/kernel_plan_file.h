@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "core/note.h"
 #include "core/status.h"
 #include "kernels/backend.h"
 #include "kernels/plan.h"
@@ -60,6 +61,7 @@ struct BackendFlags {
   std::string kernel_plan = "off";  // --kernel-plan: auto | off | FILE
   int threads = 1;                  // the verb's pool size (the plan is timed and kept per size)
   int64_t chunk = 512;              // its prefill chunk (SessionOptions::max_batch)
+  NoteFn note;                      // a rejected or unsaved plan file is reported here (core/note.h)
 };
 
 // The backend a target runs on, and its plan when it has one.
@@ -70,7 +72,7 @@ struct TargetBackend {
 };
 
 // Resolves flags.backend and, on the auto CPU backend with a plan mode other than off, the plan of
-// the model file at model_path (read, or planned and saved; one stderr line when a file is
+// the model file at model_path (read, or planned and saved; one line to flags.note when a file is
 // rejected or cannot be written). Errors: an unknown backend, a bad model file, a failed timing.
 Result<TargetBackend> target_backend(const std::string& model_path, const std::string& cache_dir,
                                      const BackendFlags& flags);

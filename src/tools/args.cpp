@@ -145,6 +145,8 @@ Result<std::vector<int>> parse_int_list(const std::string& text, const std::stri
   return out;
 }
 
+void print_note(const std::string& text) { std::fprintf(stderr, "%s\n", text.c_str()); }
+
 int VerbError::operator()(const std::string& message, int code) const {
   std::fprintf(stderr, "dspark %s: %s\n", verb, message.c_str());
   return code;

@@ -53,6 +53,9 @@ struct VerbError {
   int operator()(const std::string& message, int code = kExitBadInput) const;
 };
 
+// A library's remark (core/note.h) as one line on stderr: the NoteFn every verb passes down.
+void print_note(const std::string& text);
+
 // Parses argv[first..]: an exit code to return at once (bad flags: the error and 2; --help: the help
 // on stdout and 0), or nullopt to go on.
 std::optional<int> parse_verb_args(Args& args, int argc, char** argv, const VerbError& fail, int first = 2);

@@ -118,7 +118,7 @@ Result<GenerateRun> run_generate(const GenerateFlags& f, const LoadedModel& lm, 
     return run;
   }
   auto mount = runtime::mount_drafter(
-      *run.want, {.n_ctx = f.n_ctx, .cache_dir = resolve_cache_dir(f.cache), .verify_ms = {}, .verbose = f.verbose}, lm,
+      *run.want, {.n_ctx = f.n_ctx, .cache_dir = resolve_cache_dir(f.cache), .verify_ms = {}, .verbose = f.verbose, .note = print_note}, lm,
       &pool);
   *bad_input = !mount;
   if (!mount) return mount.status();
@@ -182,7 +182,7 @@ int verb_generate(int argc, char** argv) {
   if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (Status st = check_generate_flags(args, f); !st) return fail(st.message());
   auto lm = load_model(f.model_spec, f.cache, f.chat_template,
-                       BackendFlags{f.backend, f.kernel_plan, (int)f.threads, model::SessionOptions{}.max_batch});
+                       BackendFlags{f.backend, f.kernel_plan, (int)f.threads, model::SessionOptions{}.max_batch, print_note});
   if (!lm) return fail(lm.message());
   if (f.verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   auto ids = encode_prompt(f, *lm);
