@@ -6,7 +6,8 @@ The first arm is the baseline.
 
 Per arm: aggregate tok/s (tokens / wall time of its rounds), the ratio to the baseline, the median
 of the per-round speed ratios, median TTFT; then each server's /stats: the scheduler thread's time
-by phase (batching.plan_ms / forward_ms / finish_ms / batch_ms / step_ms), the batch gate per batch
+by phase (batching.plan_ms / forward_ms / finish_ms / batch_ms / step_ms, and step_ms split into job
+starts, prefill chunks and lone rounds), the batch gate per batch
 size, the prompt cache's copy time, tau and the governor's rounds by reason. Use it to compare two
 builds (binary A vs binary B) or two flag sets at once.
 
@@ -115,7 +116,8 @@ def main():
             b = j.get("batching", {})
             spec = j.get("totals", {}).get("speculation") or {}
             out_json["arms"][name]["stats"] = j
-            phases = ", ".join(f"{k} {b[k]:.0f}" for k in ("plan_ms", "forward_ms", "finish_ms", "batch_ms", "step_ms") if k in b)
+            phases = ", ".join(f"{k} {b[k]:.0f}" for k in ("plan_ms", "forward_ms", "finish_ms", "batch_ms", "step_ms",
+                                                                  "step_start_ms", "step_prefill_ms", "step_lone_ms") if k in b)
             ac = j.get("answer_cache") or {}
             cache = f"; answer cache {ac.get('answers')} answers, {ac.get('hits')} hits of {ac.get('queries')} queries" if ac else ""
             print(f"- {name}: forwards {b.get('forwards')}, rows {b.get('rows')}; ms: {phases}; tau {spec.get('tau', 1.0):.2f}; "

@@ -123,6 +123,9 @@ nlohmann::json Scheduler::state() const {
             {"finish_ms", batch_finish_ms_},
             {"gate", gate_.stats()},
             {"step_ms", step_ms_},
+            {"step_start_ms", start_ms_},
+            {"step_prefill_ms", prefill_ms_},
+            {"step_lone_ms", lone_ms_},
             {"batch_ms", batch_ms_}}},
           {"cache",
            {{"entries", cache_.entries()},
@@ -219,11 +222,19 @@ void Scheduler::step(Slot& s) {
     finish(s, Status::ok(), true);
     return;
   }
+  const auto t0 = Clock::now();
   if (!s.stepper) {
     start_job(s);
+    std::lock_guard lk(mu_);  // state() reads the phase times
+    start_ms_ += ms_between(t0, Clock::now());
     return;
   }
+  const bool prefill = s.stepper->prefilling();
   Status st = s.stepper->step();
+  {
+    std::lock_guard lk(mu_);
+    (prefill ? prefill_ms_ : lone_ms_) += ms_between(t0, Clock::now());
+  }
   if (!st) finish(s, st, false);
   else if (s.stepper->done()) finish(s, Status::ok(), false);
 }
@@ -236,6 +247,7 @@ void Scheduler::run_steps(const std::vector<Slot*>& active) {
     if (!batchable) {
       const auto t0 = Clock::now();
       step(*s);
+      std::lock_guard lk(mu_);
       step_ms_ += ms_between(t0, Clock::now());
     } else {
       batch.push_back(s);
@@ -244,6 +256,7 @@ void Scheduler::run_steps(const std::vector<Slot*>& active) {
   const auto t0 = Clock::now();
   if (batch.size() == 1) step(*batch.front());
   if (batch.size() > 1) batched_rounds(batch);
+  std::lock_guard lk(mu_);
   (batch.size() == 1 ? step_ms_ : batch_ms_) += ms_between(t0, Clock::now());
 }
 

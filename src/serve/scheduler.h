@@ -129,6 +129,7 @@ class Scheduler {
   int64_t batched_rows_ = 0;       // window rows verified in them
   double batch_plan_ms_ = 0, batch_forward_ms_ = 0, batch_finish_ms_ = 0;  // drafting; forward_multi; accept + commit
   double step_ms_ = 0, batch_ms_ = 0;  // scheduler thread: single steps (prefill, a lone round, start); batched rounds
+  double start_ms_ = 0, prefill_ms_ = 0, lone_ms_ = 0;  // step_ms_ by kind: job starts, prefill chunks, lone rounds
   uint64_t clock_ = 0;
   bool stopping_ = false;
   bool cancel_all_ = false;
