@@ -29,8 +29,10 @@ double exp_shift_sum(const float* x, int64_t n, float shift, float scale, float*
   return total;
 }
 
+// AVX-512, AVX2 and baseline clones: libmvec's 16-wide expf where the CPU has AVX-512 (0.66 ns an
+// element with the 8-wide one on an AVX-512 Xeon: about 5 % of SmolLM2's prefill).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 #pragma omp simd
