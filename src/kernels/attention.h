@@ -12,18 +12,22 @@ namespace dspark::kernels {
 
 // K/V rows of one head in a cache laid out as slots; position pos lives in slot pos % capacity
 // (capacity >= any position for linear caches). Row r starts at k + r * stride (f16 elements).
+// `extra`: keys read after the call's contiguous range, in this order, by cache position (a token
+// tree's verify: a row sees the committed prefix, then its ancestors in the window; model::Model).
 struct KvView {
   const uint16_t* k = nullptr;  // [capacity, stride] f16, already offset to the head
   const uint16_t* v = nullptr;  // [capacity, stride] f16, already offset to the head
   int64_t capacity = 0;
   int64_t stride = 0;
+  const int64_t* extra = nullptr;  // [n_extra] cache positions of the keys after the range
+  int64_t n_extra = 0;
 };
 
 inline constexpr int kMaxAttnHeads = 16;   // query heads per K/V head
 inline constexpr int64_t kMaxHeadDim = 512;
 
-// q: [n_q, head_dim] f32 (already scaled); keys/values at positions [first_pos, first_pos + n_keys);
-// scores: scratch [n_q, n_keys] f32; out: [n_q, head_dim] f32.
+// q: [n_q, head_dim] f32 (already scaled); keys/values at positions [first_pos, first_pos + n_keys),
+// then at kv.extra[0 .. kv.n_extra); scores: scratch [n_q, n_keys + kv.n_extra] f32; out: [n_q, head_dim] f32.
 void attention_f16kv(Isa isa, const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
                      int64_t n_keys, float* scores, float* out);
 

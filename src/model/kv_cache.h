@@ -66,6 +66,9 @@ class KvCache {
   }
   // Drops the last n positions (speculative rollback). n <= length.
   void trim(int64_t n);
+  // Copies every layer's K/V rows of position `from` to position `to` (a token tree's accepted
+  // branch moved into place after verification; both < length).
+  void move_row(int64_t from, int64_t to);
   // Forgets everything.
   void clear() { length_ = written_ = 0; }
 
@@ -96,6 +99,7 @@ class KvCache {
     return (h * layers_[il].capacity + slot(il, pos)) * head_dim_;
   }
 
+  const kernels::Backend* be_ = nullptr;
   int64_t n_ctx_ = 0;
   int64_t max_batch_ = 0;
   int64_t window_ = 0;

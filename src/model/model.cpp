@@ -49,6 +49,8 @@ ForwardScratch::ForwardScratch(const kernels::Backend& backend, const ModelConfi
   scores.resize((size_t)(p ? p->size() : 1) * (c.n_head / c.n_head_kv) * ctx);
   row_session.resize(rows);
   row_pos.resize(rows);
+  row_slot.resize(rows);
+  row_n_anc.assign(rows, 0);
   row_out.resize(rows);
   row_token.resize(rows);
 }
@@ -78,7 +80,42 @@ Status Model::prepare(Session& s, std::span<const int32_t> tokens, const Forward
   return Status::ok();
 }
 
+namespace {
+
+// ForwardOptions::tree_parent checked against n rows: -1 first, then parents before their children.
+Status check_tree(std::span<const int32_t> parent, int64_t n, int64_t max_batch) {
+  if ((int64_t)parent.size() != n)
+    return Status::error("forward: a token tree needs one parent per token (" + std::to_string(parent.size()) + " for " +
+                         std::to_string(n) + ")");
+  if (n > max_batch) return Status::error("forward: a token tree must fit one chunk of " + std::to_string(max_batch));
+  if (parent[0] != -1) return Status::error("forward: a token tree's first row must follow the committed tokens (parent -1)");
+  for (int64_t i = 1; i < n; ++i)
+    if (parent[(size_t)i] < 0 || parent[(size_t)i] >= i)
+      return Status::error("forward: tree row " + std::to_string(i) + " has parent " + std::to_string(parent[(size_t)i]) +
+                           " (must be an earlier row)");
+  return Status::ok();
+}
+
+// Rows of a tree forward at committed length P: position P + depth, cache position P + i, and the
+// cache positions of each row's ancestors (root first, the row last).
+void plan_tree(ForwardScratch& w, std::span<const int32_t> parent, int64_t n, int64_t P) {
+  w.row_anc.resize((size_t)(n * n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t p = parent[(size_t)i];
+    const int64_t depth = p < 0 ? 0 : w.row_n_anc[(size_t)p];
+    w.row_pos[(size_t)i] = P + depth;
+    w.row_slot[(size_t)i] = P + i;
+    if (p >= 0) std::copy_n(w.row_anc.begin() + p * n, depth, w.row_anc.begin() + i * n);
+    w.row_anc[(size_t)(i * n + depth)] = P + i;
+    w.row_n_anc[(size_t)i] = depth + 1;
+  }
+}
+
+}  // namespace
+
 Status Model::forward(Session& s, std::span<const int32_t> tokens, const ForwardOptions& opt) const {
+  const bool tree = !opt.tree_parent.empty();
+  if (tree) DSPARK_RETURN_IF_ERROR(check_tree(opt.tree_parent, (int64_t)tokens.size(), s.kv_.max_batch()));
   DSPARK_RETURN_IF_ERROR(prepare(s, tokens, opt));
   ForwardScratch& w = s.scratch_;
   const int64_t n = (int64_t)tokens.size(), chunk = s.kv_.max_batch();
@@ -86,10 +123,12 @@ Status Model::forward(Session& s, std::span<const int32_t> tokens, const Forward
     const int64_t m = std::min(chunk, n - i0), pos0 = s.kv_.length();
     for (int64_t r = 0; r < m; ++r) {
       w.row_session[r] = &s;
-      w.row_pos[r] = pos0 + r;
+      w.row_pos[r] = w.row_slot[r] = pos0 + r;
+      w.row_n_anc[r] = 0;
       w.row_out[r] = i0 + r;
       w.row_token[r] = tokens[i0 + r];
     }
+    if (tree) plan_tree(w, opt.tree_parent, m, pos0);
     const int64_t last = m - 1;
     forward_rows(w, m, opt, i0 + m == n ? std::span<const int64_t>(&last, 1) : std::span<const int64_t>());
   }
@@ -120,7 +159,8 @@ Status Model::forward_multi(std::span<const SeqInput> seqs, const ForwardOptions
     const int64_t pos0 = q.session->kv_.length();
     for (int64_t t = 0; t < (int64_t)q.tokens.size(); ++t, ++r) {
       w.row_session[r] = q.session;
-      w.row_pos[r] = pos0 + t;
+      w.row_pos[r] = w.row_slot[r] = pos0 + t;
+      w.row_n_anc[r] = 0;
       w.row_out[r] = t;
       w.row_token[r] = q.tokens[t];
     }
@@ -145,7 +185,7 @@ void Model::capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int
 
 void Model::store_kv(ForwardScratch& w, int64_t il, int64_t t, const float* k, const float* v) const {
   KvCache& kv = w.row_session[t]->kv_;
-  const int64_t pos = w.row_pos[t], hd = config_.head_dim;
+  const int64_t pos = w.row_slot[t], hd = config_.head_dim;
   for (int64_t h = 0; h < config_.n_head_kv; ++h) {  // k, v: [n_head_kv * hd]; the cache is head-major
     be_->f32_to_f16(k + h * hd, kv.k_at(il, h, pos), hd);
     be_->f32_to_f16(v + h * hd, kv.v_at(il, h, pos), hd);
@@ -161,7 +201,7 @@ void Model::finish(ForwardScratch& w, int64_t n, const ForwardOptions& opt, std:
   for (int64_t r = 0; r < n; ++r)
     if (r + 1 == n || w.row_session[r + 1] != w.row_session[r]) {
       KvCache& kv = w.row_session[r]->kv_;
-      kv.advance(w.row_pos[r] + 1 - kv.length());
+      kv.advance(w.row_slot[r] + 1 - kv.length());
     }
 
   // Output: final norm, then the LM head only on the rows that need logits.
@@ -259,8 +299,16 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
       const KvCache& kv = w.row_session[t]->kv_;
       const int64_t pos = w.row_pos[t], lo = kv.first_visible(il, pos);
       const int64_t q_off = t * q_dim + (g * group + h0) * hd;
-      be_->attention(w.q.data() + q_off, (int)(h1 - h0), hd, kv.view(il, g), lo, pos - lo + 1, scores,
-                     w.attn.data() + q_off);
+      kernels::KvView view = kv.view(il, g);
+      int64_t n_main = pos - lo + 1;
+      if (const int64_t na = w.row_n_anc[t]; na > 0) {  // a tree row: the committed tokens, then its ancestors
+        const int64_t committed = w.row_slot[0];  // one session; row 0 (the root) sits right after its tokens
+        const int64_t skip = std::max<int64_t>(0, lo - committed);  // ancestors at positions out of the window
+        n_main = std::max<int64_t>(0, committed - lo);
+        view.extra = w.row_anc.data() + t * n + skip;
+        view.n_extra = na - skip;
+      }
+      be_->attention(w.q.data() + q_off, (int)(h1 - h0), hd, view, lo, n_main, scores, w.attn.data() + q_off);
     }
   };
   if (w.pool) w.pool->run(job); else job(0, 1);

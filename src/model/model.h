@@ -46,6 +46,13 @@ struct ForwardOptions {
   // the model has an ArgmaxHead (model/argmax_head.h) a row holds the exact logits only of the
   // entries that could be its largest and -inf elsewhere; its argmax is the full head's, bitwise.
   bool argmax_only = false;
+  // A token tree (Model::forward of one session only; empty = a chain): tree_parent[i] is the row
+  // that row i follows (tree_parent[0] = -1: row 0 follows the committed tokens), tree_parent[i] < i.
+  // Row i sits at position P + depth(i) (P = the committed length) and attends to the committed
+  // tokens and its own ancestors, as if its branch alone had been decoded; its K/V row is written
+  // at cache position P + i, so after verification the accepted branch is moved into place
+  // (KvCache::move_row) and the rest trimmed.
+  std::span<const int32_t> tree_parent = {};
 };
 
 struct SessionOptions {
@@ -85,7 +92,10 @@ struct ForwardScratch {
   Array logits;                    // [n_seq, n_vocab] staging (grown on demand)
   // Row plan of the current forward: [rows]
   std::vector<Session*> row_session;
-  std::vector<int64_t> row_pos;    // absolute position of the row in its sequence
+  std::vector<int64_t> row_pos;    // absolute position of the row in its sequence (RoPE, visibility)
+  std::vector<int64_t> row_slot;   // cache position its K/V row is written at (= row_pos but in a tree)
+  std::vector<int64_t> row_anc;    // tree forwards: [rows * rows] row r's ancestors' cache positions
+  std::vector<int64_t> row_n_anc;  //   ... and their count (root first, r itself last); 0 = no tree
   std::vector<int64_t> row_out;    // row index in its session's outputs (taps, kAll logits)
   std::vector<int32_t> row_token;
   ArgmaxScratch argmax;            // ArgmaxHead::run's buffers and counters (host memory)

@@ -31,6 +31,24 @@ struct AttentionImpl {
     }
   }
 
+  // The call's keys in order: n_main positions from first_pos (slots advance with one wrap test,
+  // no division per row), then kv.extra's positions (a token tree's ancestors; few, just written).
+  struct KeyCursor {
+    int64_t slot, cap, j = 0, n_main;
+    const int64_t* extra;
+    KeyCursor(const dspark::kernels::KvView& kv, int64_t first_pos, int64_t n)
+        : slot(first_pos % kv.capacity), cap(kv.capacity), n_main(n), extra(kv.extra) {}
+    int64_t next() {
+      if (j < n_main) {
+        ++j;
+        const int64_t s = slot;
+        if (++slot == cap) slot = 0;
+        return s;
+      }
+      return extra[j++ - n_main] % cap;
+    }
+  };
+
   // Software prefetch of n whole K or V rows (hd f16 each) from position pos on. In decode the cache
   // was last touched a whole token ago, so its rows come from memory; the hardware prefetcher alone
   // left the attention of one head group at ~3.7x its time on cache-resident rows (Gemma 3, 512 keys).
@@ -47,23 +65,23 @@ struct AttentionImpl {
 
   // scores[h * n_keys + j] = qh[h] . K[j] for heads h0..h0+G-1, KB keys at a time (G * KB <= 12
   // accumulators). Where V has reduce_w (W accumulators to W sums, each in V::reduce's order), a
-  // block of W keys is reduced together; else each sum is reduced alone.
+  // block of W keys is reduced together; else each sum is reduced alone. The keys: n_main from
+  // first_pos, then kv.n_extra more (KeyCursor); n_keys = n_main + kv.n_extra.
   template <int G>
   static void scores_group(const float* qh, int h0, int64_t hd, const dspark::kernels::KvView& kv,
-                           int64_t first_pos, int64_t n_keys, float* scores) {
+                           int64_t first_pos, int64_t n_main, float* scores) {
     constexpr int KB = G <= 3 ? 4 : 2;  // divides W (8 or 16)
-    int64_t slot = first_pos % kv.capacity;
+    const int64_t n_keys = n_main + kv.n_extra;
+    KeyCursor cur(kv, first_pos, n_main);
     auto next_rows = [&](int n, const uint16_t** k) {
-      for (int i = 0; i < n; ++i) {
-        k[i] = kv.k + slot * kv.stride;
-        if (++slot == kv.capacity) slot = 0;
-      }
+      for (int i = 0; i < n; ++i) k[i] = kv.k + cur.next() * kv.stride;
     };
     constexpr bool kBlockReduce = requires(reg* r, float* out) { V::reduce_w(r, out); };
     constexpr int kStep = kBlockReduce ? W : KB;
     int64_t j = 0;
     for (; j + kStep <= n_keys; j += kStep) {
-      prefetch_rows(kv.k, kv, first_pos + j + kStep, n_keys - j - kStep < kStep ? n_keys - j - kStep : kStep, hd);
+      const int64_t ahead = n_main - j - kStep;  // rows of the contiguous range past this block
+      if (ahead > 0) prefetch_rows(kv.k, kv, first_pos + j + kStep, ahead < kStep ? ahead : kStep, hd);
       alignas(64) reg tile[G][kBlockReduce ? W : 1];  // [head][key in the block]
       for (int i0 = 0; i0 < kStep; i0 += KB) {
         const uint16_t* k[KB];
@@ -94,27 +112,27 @@ struct AttentionImpl {
   // converted once for the G heads.
   template <int G, int CB>
   static void values_pass(const float* p, int h0, int64_t c0, const dspark::kernels::KvView& kv,
-                          int64_t first_pos, int64_t n_keys, int64_t hd, float* out) {
+                          int64_t first_pos, int64_t n_main, int64_t hd, float* out) {
     reg acc[G][CB];
     for (int g = 0; g < G; ++g)
       for (int b = 0; b < CB; ++b) acc[g][b] = V::zero();
-    int64_t slot = first_pos % kv.capacity;
+    const int64_t n_keys = n_main + kv.n_extra;
+    KeyCursor cur(kv, first_pos, n_main);
     constexpr int64_t kAhead = 8;  // rows; the first pass brings whole rows, so the later passes hit L2
     int64_t ahead = (first_pos + kAhead) % kv.capacity;  // slot of row j + kAhead
     for (int64_t j = 0; j < n_keys; ++j) {
-      if (c0 == 0 && j + kAhead < n_keys) {
+      if (c0 == 0 && j + kAhead < n_main) {
         const char* row = reinterpret_cast<const char*>(kv.v + ahead * kv.stride);
         for (int64_t b = 0; b < hd * 2; b += 64) __builtin_prefetch(row + b, 0, 3);
       }
       if (++ahead == kv.capacity) ahead = 0;
-      const uint16_t* v = kv.v + slot * kv.stride + c0;
+      const uint16_t* v = kv.v + cur.next() * kv.stride + c0;
       reg pj[G];
       for (int g = 0; g < G; ++g) pj[g] = V::set1(p[(h0 + g) * n_keys + j]);
       for (int b = 0; b < CB; ++b) {
         const reg vb = V::load_h(v + b * W);
         for (int g = 0; g < G; ++g) acc[g][b] = V::fmadd(pj[g], vb, acc[g][b]);
       }
-      if (++slot == kv.capacity) slot = 0;
     }
     for (int g = 0; g < G; ++g)
       for (int b = 0; b < CB; ++b) V::store(out + (h0 + g) * hd + c0 + b * W, acc[g][b]);
@@ -122,23 +140,23 @@ struct AttentionImpl {
 
   template <int G>
   static void values_group(const float* p, int h0, int64_t hd, const dspark::kernels::KvView& kv,
-                           int64_t first_pos, int64_t n_keys, float* out) {
+                           int64_t first_pos, int64_t n_main, float* out) {
     // Column chunks per pass over the V rows: G * CB accumulators + G broadcasts + a V chunk in the
     // registers. AVX2 (16): 3 / 5 / 8 for G 3-4 / 2 / 1, as measured before; AVX-512 (32): up to 8,
     // so SmolLM2's hd 64 takes one pass instead of two and Gemma 3's 256 three instead of six.
     constexpr int kFit = (V::kRegs - G - 1) / G;
     constexpr int CB = V::kRegs >= 32 ? (kFit < 8 ? kFit : 8) : (G >= 3 ? 3 : G == 2 ? 5 : 8);
     int64_t c = 0;
-    for (; c + CB * W <= hd; c += CB * W) values_pass<G, CB>(p, h0, c, kv, first_pos, n_keys, hd, out);
+    for (; c + CB * W <= hd; c += CB * W) values_pass<G, CB>(p, h0, c, kv, first_pos, n_main, hd, out);
     switch ((hd - c) / W) {  // the remaining chunks in one pass
       case 0: break;
-      case 1: values_pass<G, 1>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
-      case 2: values_pass<G, 2>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
-      case 3: values_pass<G, 3>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
-      case 4: values_pass<G, 4>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
-      case 5: values_pass<G, 5>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
-      case 6: values_pass<G, 6>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
-      default: values_pass<G, 7>(p, h0, c, kv, first_pos, n_keys, hd, out); break;
+      case 1: values_pass<G, 1>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 2: values_pass<G, 2>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 3: values_pass<G, 3>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 4: values_pass<G, 4>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 5: values_pass<G, 5>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 6: values_pass<G, 6>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      default: values_pass<G, 7>(p, h0, c, kv, first_pos, n_main, hd, out); break;
     }
   }
 
@@ -155,8 +173,10 @@ struct AttentionImpl {
     }
   }
 
+  // n_main contiguous keys from first_pos, then kv.n_extra more; scores: [n_q, n_main + kv.n_extra].
   static void run(const float* q, int n_q, int64_t hd, const dspark::kernels::KvView& kv, int64_t first_pos,
-                  int64_t n_keys, float* scores, float* out) {
+                  int64_t n_main, float* scores, float* out) {
+    const int64_t n_keys = n_main + kv.n_extra;
     alignas(64) float qh[dspark::kernels::kMaxAttnHeads * dspark::kernels::kMaxHeadDim];
     for (int64_t i = 0; i < n_q * hd; i += W) V::store(qh + i, V::round_f16(V::load(q + i)));
     // Query heads sharing this K/V row in groups of up to 4, so each K/V row is read once per group
@@ -172,8 +192,8 @@ struct AttentionImpl {
         default: break;
       }
     };
-    groups([&](auto g, int h) { scores_group<decltype(g)::value>(qh, h, hd, kv, first_pos, n_keys, scores); });
+    groups([&](auto g, int h) { scores_group<decltype(g)::value>(qh, h, hd, kv, first_pos, n_main, scores); });
     for (int h = 0; h < n_q; ++h) softmax_f16(scores + h * n_keys, n_keys);
-    groups([&](auto g, int h) { values_group<decltype(g)::value>(scores, h, hd, kv, first_pos, n_keys, out); });
+    groups([&](auto g, int h) { values_group<decltype(g)::value>(scores, h, hd, kv, first_pos, n_main, out); });
   }
 };

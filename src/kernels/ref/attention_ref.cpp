@@ -9,14 +9,16 @@
 namespace dspark::kernels {
 
 void attention_f16kv_ref(const float* q, int n_q, int64_t hd, const KvView& kv, int64_t first_pos,
-                         int64_t n_keys, float* scores, float* out) {
+                         int64_t n_main, float* scores, float* out) {
+  const int64_t n_keys = n_main + kv.n_extra;
+  auto slot = [&](int64_t j) { return (j < n_main ? first_pos + j : kv.extra[j - n_main]) % kv.capacity; };
   for (int h = 0; h < n_q; ++h) {
     float qh[kMaxHeadDim];
     for (int64_t i = 0; i < hd; ++i) qh[i] = fp16_to_fp32(fp32_to_fp16(q[h * hd + i]));
     float* s = scores + h * n_keys;
     float mx = -INFINITY;
     for (int64_t j = 0; j < n_keys; ++j) {
-      const uint16_t* k = kv.k + ((first_pos + j) % kv.capacity) * kv.stride;
+      const uint16_t* k = kv.k + slot(j) * kv.stride;
       float acc = 0;
       for (int64_t i = 0; i < hd; ++i) acc += qh[i] * fp16_to_fp32(k[i]);
       s[j] = acc;
@@ -32,7 +34,7 @@ void attention_f16kv_ref(const float* q, int n_q, int64_t hd, const KvView& kv, 
     for (int64_t i = 0; i < hd; ++i) o[i] = 0;
     for (int64_t j = 0; j < n_keys; ++j) {
       const float p = fp16_to_fp32(fp32_to_fp16(s[j] * inv));
-      const uint16_t* v = kv.v + ((first_pos + j) % kv.capacity) * kv.stride;
+      const uint16_t* v = kv.v + slot(j) * kv.stride;
       for (int64_t i = 0; i < hd; ++i) o[i] += p * fp16_to_fp32(v[i]);
     }
   }

@@ -73,6 +73,46 @@ TEST(Attention, HeadGroupingDoesNotChangeBits) {
   }
 }
 
+// A token tree's verify reads the committed prefix as a range and the row's ancestors by position
+// (KvView::extra); the result must be bitwise what the same keys give laid out contiguously, as a
+// chain's verify and serial decoding read them, or tree verification would change the output.
+TEST(Attention, ExtraKeysEqualTheSameKeysContiguousBitwise) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0, 1);
+  for (int64_t hd : {64, 256}) {
+    for (int64_t n_main : {0, 1, 16, 37}) {
+      const std::vector<int64_t> extra = {n_main + 9, n_main + 3, n_main + 12};  // ancestors, out of order in the cache
+      const int64_t capacity = n_main + 16, n = n_main + (int64_t)extra.size();
+      std::vector<uint16_t> k(capacity * hd), v(capacity * hd), kc(n * hd), vc(n * hd);
+      for (auto& x : k) x = fp32_to_fp16(nd(rng));
+      for (auto& x : v) x = fp32_to_fp16(nd(rng));
+      for (int64_t j = 0; j < n; ++j) {  // the same keys in read order
+        const int64_t src = j < n_main ? j : extra[(size_t)(j - n_main)];
+        std::memcpy(kc.data() + j * hd, k.data() + src * hd, hd * 2);
+        std::memcpy(vc.data() + j * hd, v.data() + src * hd, hd * 2);
+      }
+      KvView tree{k.data(), v.data(), capacity, hd};
+      tree.extra = extra.data();
+      tree.n_extra = (int64_t)extra.size();
+      const KvView chain{kc.data(), vc.data(), n, hd};
+      const int n_q = 3;
+      std::vector<float> q(n_q * hd);
+      for (auto& x : q) x = nd(rng) * 0.3f;
+      std::vector<float> s(n_q * n), want(n_q * hd), got(n_q * hd);
+      attention_f16kv_ref(q.data(), n_q, hd, chain, 0, n, s.data(), want.data());
+      attention_f16kv_ref(q.data(), n_q, hd, tree, 0, n_main, s.data(), got.data());
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << "ref hd " << hd << " n_main " << n_main;
+      for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+        if (isa > detect_isa()) continue;
+        attention_f16kv(isa, q.data(), n_q, hd, chain, 0, n, s.data(), want.data());
+        attention_f16kv(isa, q.data(), n_q, hd, tree, 0, n_main, s.data(), got.data());
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+            << isa_name(isa) << " hd " << hd << " n_main " << n_main;
+      }
+    }
+  }
+}
+
 TEST(Attention, SingleKeyReturnsItsValue) {
   std::vector<uint16_t> k(16, fp32_to_fp16(1.0f)), v(16);
   for (int i = 0; i < 16; ++i) v[i] = fp32_to_fp16((float)i);

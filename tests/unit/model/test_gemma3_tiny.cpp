@@ -119,6 +119,64 @@ TEST_F(TinyModel, TrimRollbackAcrossRingWrap) {
   EXPECT_LT(max_abs_diff(fresh.logits(), got.data(), got.size()), kTolBatchVsSerial);
 }
 
+// A token tree in one forward: each row's logits are what a chain forward of its own branch gives
+// (bitwise: rows of one forward do not change each other's bits), the prefix reaching past the
+// sliding window; after the accepted branch is moved into place and the rest trimmed, decoding on
+// continues exactly as after the branch alone.
+TEST_F(TinyModel, TokenTreeRowsEqualTheirBranchesBitwise) {
+  const auto prefix = tokens(11, 6);  // > window (8): sliding layers see part of it
+  const auto tree = tokens(6, 7);
+  const std::vector<int32_t> parent = {-1, 0, 0, 1, 2, 4};  // branches 0-1-3 and 0-2-4-5
+  const model::SessionOptions opt{.n_ctx = 64, .max_batch = 8};
+  model::Session t(*model_, opt, &pool_);
+  ASSERT_TRUE(model_->forward(t, prefix, {model::LogitsMode::kLast, {}}).is_ok());
+  model::ForwardOptions fo{model::LogitsMode::kAll, {}};
+  fo.tree_parent = parent;
+  ASSERT_TRUE(model_->forward(t, tree, fo).is_ok());
+  ASSERT_EQ(t.n_past(), 11 + 6);
+  std::vector<float> tree_logits(t.logits(), t.logits() + 6 * tiny_.n_vocab);
+  auto branch = [&](int i) {
+    std::vector<int32_t> b;
+    for (int r = i; r >= 0; r = parent[(size_t)r]) b.insert(b.begin(), tree[(size_t)r]);
+    return b;
+  };
+  for (int i = 0; i < 6; ++i) {
+    model::Session c(*model_, opt, &pool_);
+    ASSERT_TRUE(model_->forward(c, prefix, {model::LogitsMode::kLast, {}}).is_ok());
+    const auto b = branch(i);
+    ASSERT_TRUE(model_->forward(c, b, {model::LogitsMode::kAll, {}}).is_ok());
+    EXPECT_EQ(0, std::memcmp(c.logits() + (b.size() - 1) * tiny_.n_vocab, tree_logits.data() + i * tiny_.n_vocab,
+                             sizeof(float) * tiny_.n_vocab))
+        << "row " << i;
+  }
+  // Accept branch 0-2-4: rows 2 and 4 move to positions P+1, P+2; the rest is trimmed.
+  t.kv().move_row(11 + 2, 11 + 1);
+  t.kv().move_row(11 + 4, 11 + 2);
+  t.kv().trim(3);
+  model::Session c(*model_, opt, &pool_);
+  ASSERT_TRUE(model_->forward(c, prefix, {model::LogitsMode::kLast, {}}).is_ok());
+  ASSERT_TRUE(model_->forward(c, branch(4), {model::LogitsMode::kLast, {}}).is_ok());
+  const auto next = tokens(3, 8);
+  ASSERT_TRUE(model_->forward(t, next, {model::LogitsMode::kAll, {}}).is_ok());
+  ASSERT_TRUE(model_->forward(c, next, {model::LogitsMode::kAll, {}}).is_ok());
+  EXPECT_EQ(0, std::memcmp(t.logits(), c.logits(), sizeof(float) * 3 * tiny_.n_vocab));
+}
+
+TEST_F(TinyModel, TokenTreeBadShapesAreErrors) {
+  model::Session t(*model_, {.n_ctx = 64, .max_batch = 4}, &pool_);
+  const auto toks = tokens(3, 9);
+  for (const std::vector<int32_t>& parent : std::vector<std::vector<int32_t>>{{0, 0, 1}, {-1, 1, 0}, {-1, 0}, {-1, -1, 0}}) {
+    model::ForwardOptions fo{model::LogitsMode::kAll, {}};
+    fo.tree_parent = parent;
+    EXPECT_FALSE(model_->forward(t, toks, fo).is_ok());
+    EXPECT_EQ(t.n_past(), 0);
+  }
+  model::ForwardOptions fo{model::LogitsMode::kAll, {}};
+  const std::vector<int32_t> wide = {-1, 0, 0, 0, 0};  // more rows than one chunk (max_batch 4)
+  fo.tree_parent = wide;
+  EXPECT_FALSE(model_->forward(t, tokens(5, 9), fo).is_ok());
+}
+
 TEST_F(TinyModel, TapsDoNotChangeLogits) {
   const auto toks = tokens(12, 5);
   model::Session a(*model_, {.n_ctx = 32, .max_batch = 16}, &pool_), b(*model_, {.n_ctx = 32, .max_batch = 16}, &pool_);
