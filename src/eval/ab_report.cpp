@@ -108,7 +108,9 @@ nlohmann::json to_json(const AbReport& r) {
                     {"drafted_by_pos", sum.drafted_by_pos}, {"accepted_by_pos", sum.accepted_by_pos},
                     {"drafter_stats", r.arms[k].drafter_stats.is_null() ? nlohmann::json::object()
                                                                          : r.arms[k].drafter_stats},
-                    {"governor", r.arms[k].governor.to_json()}});
+                    {"governor", r.arms[k].governor.to_json()},
+                    {"tree", {{"rounds", r.arms[k].tree_rounds}, {"rows", r.arms[k].tree_rows},
+                              {"branch_taken", r.arms[k].tree_branch_taken}}}});
   }
   nlohmann::json comps = nlohmann::json::array();
   for (const AbComparison& c : r.comparisons) {

@@ -31,6 +31,7 @@ struct AbArm {
   int gamma = 0;                // effective draft length (0 for serial)
   nlohmann::json drafter_stats = nlohmann::json::object();  // the drafter's own counters over the whole run (Drafter::stats)
   speculative::GovernorStats governor = {};  // its rounds by the draft-length governor's reason, over the whole run
+  int64_t tree_rounds = 0, tree_rows = 0, tree_branch_taken = 0;  // token trees (speculative::SpecStats), whole run
 };
 
 struct AbPrompt {

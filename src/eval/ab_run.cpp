@@ -228,7 +228,12 @@ Result<AbReport> run_ab(AbPlan& p, const AbEvents& events) {
         auto run = run_arm(*p.lm, session, p.ids[i], gp, p.mounts[k] ? &p.mounts[k]->bundle : nullptr);
         if (!run) return Status::error("arm " + report.arms[k].spec.name + ", prompt " + std::to_string(i) + ": " + run.message());
         add_run(report.records[k][i], *run);
-        if (run->speculative) report.arms[k].governor.merge(run->stats.governor);
+        if (run->speculative) {
+          report.arms[k].governor.merge(run->stats.governor);
+          report.arms[k].tree_rounds += run->stats.tree_rounds;
+          report.arms[k].tree_rows += run->stats.tree_rows;
+          report.arms[k].tree_branch_taken += run->stats.tree_branch_taken;
+        }
         if (r == 0) first_out[k] = std::move(run->tokens);
         if (events.progress) events.progress(++done, total);
       }

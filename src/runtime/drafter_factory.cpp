@@ -141,6 +141,7 @@ Result<DrafterBundle> open_suffix(const speculative::SpecConfig& c, const Drafte
   b.gamma = c.gamma > 0 ? c.gamma : speculative::kDefaultGamma;
   speculative::SuffixDrafterConfig cfg;
   cfg.query.min_prob = c.suffix_min_prob;
+  cfg.tree_width = c.tree;
   b.drafter = std::make_unique<speculative::SuffixDrafter>(std::move(ix).value(), cfg);
   return b;
 }

@@ -1,6 +1,7 @@
 #include "runtime/drafter_mount.h"
 
 #include "runtime/draft_quant.h"
+#include "speculative/drafter_suffix.h"
 
 namespace dspark::runtime {
 
@@ -12,10 +13,14 @@ Result<std::unique_ptr<MountedDrafter>> mount_drafter(speculative::SpecConfig c,
   c.model = q->dir;
   c.quant = q->mode();  // what was chosen
   DrafterRuntime rt{.n_ctx = opt.n_ctx, .verify_ms = {}, .note = opt.note};
-  if (c.cost_schedule() || c.governor) {  // both start from the verify-cost table, which must reach gamma + 1 tokens
+  if (c.cost_schedule() || c.governor) {  // both start from the verify-cost table, which must reach the largest window
     auto gamma = planned_gamma(c);
     if (!gamma) return gamma.status();
-    rt.verify_ms = (int)opt.verify_ms.size() >= *gamma + 2 ? opt.verify_ms : measure_verify_ms(*target.model, *gamma + 1, pool);
+    // A token tree's window: the chain's, plus its branches (speculative/token_tree.h prunes by this table).
+    const int window = *gamma + 1 + (c.tree > 0 ? std::max(0, std::min(speculative::Drafter::kMaxTreeTokens - *gamma,
+                                                                         c.tree * speculative::SuffixDrafterConfig{}.branch_len))
+                                               : 0);
+    rt.verify_ms = (int)opt.verify_ms.size() >= window + 1 ? opt.verify_ms : measure_verify_ms(*target.model, window, pool);
   }
   auto b = make_drafter(c, rt, target, pool);  // the weights load once
   if (!b) return b.status();

@@ -37,6 +37,9 @@ struct DraftRequest {
   // Only tokens the drafter is sure of (Drafter::sure_drafts); may return none. Asked of drafters
   // whose sure_drafts() is true only.
   bool sure_only = false;
+  // The caller can verify a token tree this round (a single sequence's greedy round; not a batched
+  // forward): a drafter configured for trees may then add branches (DraftResult::parent).
+  bool tree_ok = false;
 };
 
 struct DraftResult {
@@ -44,8 +47,15 @@ struct DraftResult {
   // For temperature > 0 only: q[i] = the distribution tokens[i] was drawn from, as sparse
   // (id, prob) pairs that sum to 1 (greedy drafters give one pair with p = 1).
   std::vector<SparseDist> q;
-  std::vector<float> confidence;           // optional per-slot confidence (DSpark)
-  void clear() { tokens.clear(); q.clear(); confidence.clear(); }
+  std::vector<float> confidence;           // optional per-slot confidence (DSpark; a tree's estimates, below)
+  // A token tree (only when DraftRequest::tree_ok): parent[i] is the index in `tokens` of the token
+  // tokens[i] follows, -1 = the pending token; parents come first. The first branch is the chain
+  // tokens[0..chain) (parent i - 1), the others follow it. `confidence` then holds each token's
+  // estimated probability that its whole branch up to it is taken (the caller prunes branches that
+  // do not pay at its verify costs). Empty: a chain.
+  std::vector<int32_t> parent;
+  int chain = 0;                           // with parent: the first branch's length
+  void clear() { tokens.clear(); q.clear(); confidence.clear(); parent.clear(); chain = 0; }
 };
 
 class Drafter {
@@ -85,6 +95,8 @@ class Drafter {
   // A sure draft may run past gamma (copies need no network pass): at most this many tokens
   // (SpecParams::sure_gamma, which a request's explicit num_draft_tokens lowers to it).
   static constexpr int kMaxSureGamma = 16;
+  // A token tree's tokens at most (chain and branches; DraftResult::parent).
+  static constexpr int kMaxTreeTokens = 16;
   // Drafter-specific counters for the request's telemetry (empty object if none).
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };

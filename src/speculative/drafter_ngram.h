@@ -30,6 +30,9 @@ class LookupDrafterBase : public Drafter {
   virtual void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) = 0;
   // The last draft's round committed `accepted` of its tokens (after the pending one).
   virtual void on_commit(int64_t accepted) {}
+  // A round that can verify a token tree (DraftRequest::tree_ok, greedy): `out` holds propose()'s
+  // chain; a drafter configured for trees adds branches (DraftResult::parent). Default: none.
+  virtual void branch(std::span<const int32_t> seq, int max_n, DraftResult* out) { (void)seq, (void)max_n, (void)out; }
 
   const AnswerCache* answers_ = nullptr;  // answers already served (use_answer_cache), or none
   bool greedy_ = true;                    // the draft in progress is greedy (the cache serves greedy ones only)

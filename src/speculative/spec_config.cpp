@@ -132,6 +132,19 @@ const SpecKey kKeys[] = {
                         "occurrences that continue with the whole draft so far is at least this, in [0, 1]",
      [](const SpecConfig& c) { return fmt_double(c.suffix_min_prob); },
      [](SpecConfig* c, const std::string& v) { return parse_unit(v, &c->suffix_min_prob); }},
+    {"draft-tree", "draft-kind suffix, greedy: besides its chain, verify up to this many alternative branches\n"
+                   "from the index in the same forward (a token tree), each kept only where the verify-cost\n"
+                   "table says it pays; 0 = a chain",
+     [](const SpecConfig& c) { return std::to_string(c.tree); },
+     [](SpecConfig* c, const std::string& v) {
+       errno = 0;
+       char* end = nullptr;
+       const long long w = std::strtoll(v.c_str(), &end, 10);
+       if (v.empty() || *end != '\0' || errno == ERANGE || w < 0 || w > kMaxTreeWidth)
+         return Status::error("'" + v + "' is not an integer in [0, " + std::to_string(kMaxTreeWidth) + "]");
+       c->tree = (int)w;
+       return Status::ok();
+     }},
 };
 
 }  // namespace
@@ -196,6 +209,7 @@ Status check_spec(const SpecConfig& c) {
     return Status::error("suffix-min-prob goes with suffix-index");
   if ((c.kind == "draft-model" || c.kind == "dspark") && c.model.empty())
     return Status::error("draft-kind " + c.kind + " needs draft-model=PATH");
+  if (c.tree > 0 && !suffix) return Status::error("draft-tree goes with draft-kind suffix (its index proposes the branches)");
   return Status::ok();
 }
 

@@ -26,6 +26,7 @@ namespace dspark::speculative {
 inline constexpr int kMaxGamma = 64;      // largest accepted gamma (any drafter)
 inline constexpr int kDefaultGamma = 5;   // gamma 0 for drafters without a block size
 inline constexpr double kDefaultSuffixMinProb = 0.1;  // the suffix index's adaptive draft length (SuffixQueryConfig)
+inline constexpr int kMaxTreeWidth = 4;   // draft-tree: alternative branches at most
 
 // The settings with a fixed set of values are enums, named once (the *_name() functions and the
 // key table's parsers use the same names; a name is what flags, ab specs and JSON say).
@@ -56,6 +57,7 @@ struct SpecConfig {
   bool governor = true;             // per-round draft length from measured tokens per ms, 0 = plain (speculative/governor.h)
   std::string suffix_index;         // draft-kind suffix: the suffix index file (speculative/suffix_index.h); "" otherwise
   double suffix_min_prob = kDefaultSuffixMinProb;  // draft-kind suffix: SuffixQueryConfig::min_prob, [0, 1]
+  int tree = 0;                     // draft-kind suffix: token-tree branches besides the chain (speculative/token_tree.h)
 
   bool cost_schedule() const { return schedule != DraftSchedule::kFixed; }
   // draft-copy on / only / first: the copy head asked for explicitly (needs a DSpark drafter).

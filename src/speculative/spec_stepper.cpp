@@ -1,5 +1,7 @@
 #include "speculative/spec_stepper.h"
 
+#include "speculative/token_tree.h"
+
 #include <algorithm>
 
 #include "kernels/ops.h"
@@ -203,18 +205,20 @@ void SpecStepper::finish_text() {
 }
 
 Status SpecStepper::round() {
-  DSPARK_RETURN_IF_ERROR(draft_phase());
+  DSPARK_RETURN_IF_ERROR(draft_phase(true, /*tree_ok=*/true));
   const auto t0 = Clock::now();
-  DSPARK_RETURN_IF_ERROR(model_.forward(session_, window_, round_options()));
+  model::ForwardOptions fo = round_options();
+  fo.tree_parent = tree_parent_;
+  DSPARK_RETURN_IF_ERROR(model_.forward(session_, window_, fo));
   ++res_.stats.target_calls;
   const double ms = ms_since(t0);
   res_.stats.verify_ms += ms;
   round_verify_ms_ = ms;
   if (drafter_) drafter_->observe_verify((int)window_.size(), ms);
-  return accept_phase();
+  return tree_parent_.empty() ? accept_phase() : accept_tree_phase();
 }
 
-Status SpecStepper::draft_phase(bool may_draft) {
+Status SpecStepper::draft_phase(bool may_draft, bool tree_ok) {
   const generate::GenerateParams& gp = params_.gen;
   const int64_t n_ctx = session_.kv().n_ctx();
   // 1. Draft: never more than the tokens still allowed (the round also yields one target token).
@@ -250,8 +254,18 @@ Status SpecStepper::draft_phase(bool may_draft) {
       decision_ = gov_->sure(decision_, (int)draft_.tokens.size());
     } else {
       const int max_n = decision_.gamma;
-      DSPARK_RETURN_IF_ERROR(drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng()}, &draft_));
-      if ((int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
+      // A tree needs a greedy round of this sequence alone whose window rows carry no taps (a tap row
+      // per window row would not be the committed branch's).
+      const bool tree = tree_ok && max_n > 0 && gp.sampler.temperature <= 0.0f && hist_->tap_ids.empty();
+      DSPARK_RETURN_IF_ERROR(
+          drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng(), false, tree}, &draft_));
+      if (!draft_.parent.empty()) {
+        const int64_t room = std::min<int64_t>(session_.kv().max_batch() - 1, n_ctx - pos_ - 1);
+        tree_expected_ = prune_tree(&draft_, params_.governor.verify_ms,
+                                    (int)std::min<int64_t>(room, Drafter::kMaxTreeTokens), tree_calib_.scale())
+                             .expected;
+      }
+      if (draft_.parent.empty() && (int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
     }
     res_.stats.governor = gov_->stats();
   }
@@ -260,6 +274,51 @@ Status SpecStepper::draft_phase(bool may_draft) {
   // 2. The verify window [pending, drafts...]: one target forward with all-position logits and taps.
   window_.assign(1, pending_);
   window_.insert(window_.end(), draft_.tokens.begin(), draft_.tokens.end());
+  if (draft_.parent.empty()) tree_parent_.clear();
+  else tree_parent_ = window_parents(draft_);
+  return Status::ok();
+}
+
+Status SpecStepper::accept_tree_phase() {
+  SpecStats& st = res_.stats;
+  const int64_t n_vocab = model_.config().n_vocab;
+  const int rows = (int)window_.size(), chain = draft_.chain;
+  auto t0 = Clock::now();
+  argmax_rows_.resize(rows);
+  for (int i = 0; i < rows; ++i)
+    argmax_rows_[i] = (int32_t)kernels::argmax(session_.logits() + (size_t)i * n_vocab, n_vocab);
+  const TreePath path = accept_tree(argmax_rows_, window_, tree_parent_);
+  const int k = (int)path.rows.size();
+  st.add_round(std::max(chain, k), k);  // drafted: the chain (or the longer branch the target took)
+  ++st.tree_rounds;
+  st.tree_rows += rows - 1 - chain;
+  const bool branch = k > 0 && path.rows[0] > chain;  // the target left the chain at its first token
+  if (branch) ++st.tree_branch_taken;
+  tree_calib_.observe(tree_expected_, branch ? k : 0);
+  const double accept_ms = ms_since(t0);
+  st.accept_ms += accept_ms;
+
+  bool stop = false;
+  std::vector<int32_t> committed(1, pending_);
+  for (int r : path.rows) committed.push_back(window_[(size_t)r]);
+  for (int i = 1; i <= k && !stop; ++i) stop = emit(committed[(size_t)i]);
+  if (!stop) stop = emit(path.next);
+
+  // The accepted branch's K/V rows move into place (row r sat at position pos_ + r); the rest go.
+  t0 = Clock::now();
+  for (int j = 0; j < k; ++j) session_.kv().move_row(pos_ + path.rows[(size_t)j], pos_ + 1 + j);
+  session_.kv().trim(rows - 1 - k);
+  if (drafter_) DSPARK_RETURN_IF_ERROR(drafter_->commit(committed, pos_, TapRows{}));
+  record(committed);
+  pos_ += k + 1;
+  pending_ = path.next;
+  DSPARK_CHECK(session_.kv().length() == pos_);
+  const double commit_ms = ms_since(t0);
+  st.commit_ms += commit_ms;
+  if (drafter_ && decision_.reason != GovernorReason::kSure)
+    gov_->observe({.gamma = decision_.gamma, .drafted = chain, .accepted = std::min(k, chain),  // as a chain round
+                   .draft_ms = round_draft_ms_, .verify_ms = round_verify_ms_, .rest_ms = accept_ms + commit_ms});
+  if (stop) finish_text();
   return Status::ok();
 }
 

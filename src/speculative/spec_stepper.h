@@ -20,6 +20,7 @@
 #include "generate/stop.h"
 #include "speculative/drafter.h"
 #include "speculative/spec_decode.h"
+#include "speculative/token_tree.h"
 #include "tokenizer/utf8.h"
 
 namespace dspark::speculative {
@@ -91,8 +92,10 @@ class SpecStepper {
               generate::TextCallback on_text, const StepperOptions& opt);
   Status prefill_step();
   Status round();
-  Status draft_phase(bool may_draft = true);
+  // tree_ok: this round's forward can verify a token tree (round(); not a batched forward).
+  Status draft_phase(bool may_draft = true, bool tree_ok = false);
   Status accept_phase();
+  Status accept_tree_phase();  // accept_phase for a token tree (greedy)
   Status abandon(Status st);  // clears the session and history on error
   bool emit(int32_t id);        // true when generation must stop
   void finish_text();
@@ -123,6 +126,9 @@ class SpecStepper {
   std::chrono::steady_clock::time_point t_decode_{};
   DraftResult draft_;
   std::vector<int32_t> window_, argmax_rows_;
+  std::vector<int32_t> tree_parent_;     // the window's parents when the round verifies a tree, else empty
+  double tree_expected_ = 0;             // tokens the round's branches were expected to add
+  TreeCalibration tree_calib_;           // what branches delivered against that (speculative/token_tree.h)
   Governor own_gov_;
   Governor* gov_ = &own_gov_;            // chooses each round's gamma (draft length) (speculative/governor.h)
   Governor::Decision decision_;          // of the round in flight

@@ -263,9 +263,35 @@ std::pair<uint64_t, uint64_t> SuffixIndex::range(std::span<const int32_t> patter
   return {lo, end};
 }
 
+namespace {
+
+// Continues `out` (which holds the matched context's count) from the occurrences [lo, hi) that share
+// the context and out's tokens so far, m tokens of context: the most frequent next token while its
+// share of the context's occurrences is at least min_prob, up to max_n tokens in all.
+void continue_proposal(const At& at, uint64_t lo, uint64_t hi, int m, const SuffixQueryConfig& cfg, int max_n,
+                       SuffixProposal* out) {
+  for (int k = (int)out->tokens.size(); k < max_n; ++k) {
+    const Group g = largest_group(at, lo, hi, (uint64_t)(m + k));
+    const uint64_t n = g.hi - g.lo;
+    if (n == 0 || (double)n < cfg.min_prob * (double)out->context_count) break;
+    out->tokens.push_back(g.token);
+    out->support.push_back((uint32_t)n);
+    lo = g.lo;
+    hi = g.hi;
+  }
+}
+
+}  // namespace
+
 SuffixProposal SuffixIndex::propose(std::span<const int32_t> context, const SuffixQueryConfig& cfg, int max_n) const {
-  SuffixProposal out;
-  if (max_n <= 0) return out;
+  SuffixBranches b = propose_branches(context, cfg, max_n, 1);
+  return b.empty() ? SuffixProposal{} : std::move(b.front());
+}
+
+SuffixBranches SuffixIndex::propose_branches(std::span<const int32_t> context, const SuffixQueryConfig& cfg, int max_n,
+                                             int width) const {
+  SuffixBranches out;
+  if (max_n <= 0 || width <= 0) return out;
   const At at{stream_.data(), sa_.data()};
   const int longest = (int)std::min<size_t>((size_t)cfg.max_context, context.size());
   for (int m = longest; m >= cfg.min_context && m >= 1; --m) {
@@ -274,17 +300,33 @@ SuffixProposal SuffixIndex::propose(std::span<const int32_t> context, const Suff
     auto [lo, hi] = range(pattern);
     lo = group_end(at, lo, hi, (uint64_t)m, kSuffixSeparator);  // drop the occurrences that end their sequence
     if (lo == hi) continue;
-    out.context_len = m;
-    out.context_count = (uint32_t)(hi - lo);
-    for (int k = 0; k < max_n; ++k) {
-      const Group g = largest_group(at, lo, hi, (uint64_t)(m + k));
-      const uint64_t n = g.hi - g.lo;
-      if (n == 0 || (double)n < cfg.min_prob * (double)out.context_count) break;
-      out.tokens.push_back(g.token);
-      out.support.push_back((uint32_t)n);
-      lo = g.lo;
-      hi = g.hi;
+    SuffixProposal base;
+    base.context_len = m;
+    base.context_count = (uint32_t)(hi - lo);
+    if (width == 1) {  // propose(): the largest group only
+      continue_proposal(at, lo, hi, m, cfg, max_n, &base);
+      out.push_back(std::move(base));
+      return out;
     }
+    // Every first-token group (sorted by token within [lo, hi)), largest first, ties to the smaller id.
+    std::vector<Group> groups;
+    for (uint64_t i = lo; i < hi;) {
+      const int32_t t = at(i, (uint64_t)m);
+      const uint64_t end = group_end(at, i, hi, (uint64_t)m, t);
+      if (t != kSuffixSeparator) groups.push_back({t, i, end});
+      i = end;
+    }
+    std::stable_sort(groups.begin(), groups.end(),
+                     [](const Group& a, const Group& b) { return a.hi - a.lo > b.hi - b.lo; });
+    for (const Group& g : groups) {
+      if ((int)out.size() == width || (double)(g.hi - g.lo) < cfg.min_prob * (double)base.context_count) break;
+      SuffixProposal p = base;
+      p.tokens.push_back(g.token);
+      p.support.push_back((uint32_t)(g.hi - g.lo));
+      continue_proposal(at, g.lo, g.hi, m, cfg, max_n, &p);
+      out.push_back(std::move(p));
+    }
+    if (out.empty()) out.push_back(std::move(base));  // a match whose continuations are all too rare
     return out;
   }
   return out;

@@ -72,6 +72,10 @@ struct SuffixProposal {
   int context_len = 0;             // tokens of the matched context suffix (0: no match)
 };
 
+// A token tree's branches for one context: the chain propose() gives first, then the proposals
+// that start with the next most frequent first tokens.
+using SuffixBranches = std::vector<SuffixProposal>;
+
 class SuffixIndex {
  public:
   // Maps and checks a file: magic, version, size, vocabulary size, tokenizer fingerprint, payload
@@ -88,6 +92,11 @@ class SuffixIndex {
   // then greedily the most frequent next token (ties: the smaller id) while the draft's share stays
   // >= min_prob, at most max_n tokens.
   SuffixProposal propose(std::span<const int32_t> context, const SuffixQueryConfig& cfg, int max_n) const;
+  // Up to `width` proposals for the same matched context, each starting with a different first token
+  // (most frequent first; the first is propose()'s), each continued as propose() continues, at most
+  // max_n tokens, every first token taken by at least min_prob of the context's occurrences.
+  SuffixBranches propose_branches(std::span<const int32_t> context, const SuffixQueryConfig& cfg, int max_n,
+                                  int width) const;
 
   // [lo, hi) of the suffixes that start with `pattern` (no separators in it).
   std::pair<uint64_t, uint64_t> range(std::span<const int32_t> pattern) const;

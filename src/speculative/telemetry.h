@@ -22,6 +22,9 @@ struct SpecStats {
   // Time attribution, milliseconds.
   double prefill_ms = 0, draft_ms = 0, verify_ms = 0, accept_ms = 0, commit_ms = 0;
   GovernorStats governor = {};  // rounds by the governor's reason (plain vs drafting)
+  // Token trees (speculative/token_tree.h): rounds that verified one, the rows their branches added
+  // beyond the chain, and rounds whose accepted path left the chain (what the branches bought).
+  int64_t tree_rounds = 0, tree_rows = 0, tree_branch_taken = 0;
 
   int64_t rejected() const { return drafted - accepted; }
   double tau() const { return rounds ? (double)generated / rounds : 0; }  // generated tokens per round
@@ -58,6 +61,7 @@ struct SpecStats {
     for (size_t i = 0; i < o.accept_hist.size(); ++i) accept_hist[i] += o.accept_hist[i];
     prefill_ms += o.prefill_ms; draft_ms += o.draft_ms; verify_ms += o.verify_ms;
     accept_ms += o.accept_ms; commit_ms += o.commit_ms;
+    tree_rounds += o.tree_rounds; tree_rows += o.tree_rows; tree_branch_taken += o.tree_branch_taken;
     governor.merge(o.governor);
   }
 
@@ -68,7 +72,8 @@ struct SpecStats {
             {"accepted_by_pos", accepted_by_pos}, {"accept_length_hist", accept_hist},
             {"time_ms", {{"prefill", prefill_ms}, {"draft", draft_ms}, {"verify", verify_ms},
                          {"accept", accept_ms}, {"commit", commit_ms}}},
-            {"governor", governor.to_json()}};
+            {"governor", governor.to_json()},
+            {"tree", {{"rounds", tree_rounds}, {"rows", tree_rows}, {"branch_taken", tree_branch_taken}}}};
   }
 };
 

@@ -18,6 +18,7 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   c.governor = false;
   c.suffix_index = "answers.sfx";
   c.suffix_min_prob = 0.375;
+  c.tree = 3;
   std::string text;
   for (const SpecKey& k : spec_keys()) {
     if (!text.empty()) text += ",";
@@ -28,7 +29,7 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   auto back = parse_spec(text);
   ASSERT_TRUE(back) << back.message();
   EXPECT_EQ(*back, c);
-  EXPECT_EQ(spec_keys().size(), 10u);
+  EXPECT_EQ(spec_keys().size(), 11u);
   for (const char* sched : {"fixed", "cost", "cost-static", "cost-gated"}) {
     std::string text = "draft-model=m,draft-schedule=";
     text.append(sched);
@@ -79,7 +80,8 @@ TEST(SpecConfig, ErrorsNameTheKey) {
       {"draft-threshold=-0.1", "draft-threshold"}, {"draft-schedule=slow", "draft-schedule"},
       {"draft-copy=yes", "draft-copy"},            {"draft-quant=q4", "draft-quant"},
       {"draft-kind=a b", "draft-kind"},            {"draft-model=", "draft-model"},
-      {"draft-governor=maybe", "draft-governor"},
+      {"draft-governor=maybe", "draft-governor"},  {"draft-tree=5", "draft-tree"},
+      {"draft-tree=-1", "draft-tree"},
       {"bogus=1", "unknown key 'bogus'"},          {"draft-kind=ngram,draft-kind=ngram", "twice"},
   };
   for (const auto& [text, needle] : cases) {
@@ -93,6 +95,11 @@ TEST(SpecConfig, ErrorsNameTheKey) {
   EXPECT_TRUE(check_spec(c));
   c.model = "x";
   EXPECT_FALSE(check_spec(c));
+  c.model.clear();
+  c.tree = 2;  // branches come from a suffix index
+  EXPECT_FALSE(check_spec(c));
+  EXPECT_NE(check_spec(c).message().find("draft-tree"), std::string::npos);
+  EXPECT_TRUE(parse_spec("suffix-index=a.sfx,draft-tree=2"));
 }
 
 TEST(SpecConfig, SuffixIndexGoesWithDraftKindSuffixOrDSpark) {

@@ -114,6 +114,82 @@ TEST_F(SpecTiny, GreedyIsLosslessForEveryDrafterAndGamma) {
   }
 }
 
+// A drafter that knows the answer and proposes a tree whose chain is wrong and whose branch is the
+// answer's next two tokens: every round takes the branch.
+class BranchOracle : public speculative::Drafter {
+ public:
+  BranchOracle(std::vector<int32_t> answer, int64_t prompt_len) : answer_(std::move(answer)), prompt_len_(prompt_len) {}
+  std::string kind() const override { return "branch-oracle"; }
+  Status begin(std::span<const int32_t>, const speculative::TapRows&) override { return Status::ok(); }
+  Status draft(const speculative::DraftRequest& req, speculative::DraftResult* out) override {
+    out->clear();
+    const int64_t i = req.pos + 1 - prompt_len_;  // answer index of the first drafted position
+    if (req.max_n <= 0 || i < 0 || i + 2 > (int64_t)answer_.size()) return Status::ok();
+    out->tokens = {(answer_[(size_t)i] + 1) % kVocab};  // the chain: wrong
+    if (!req.tree_ok) return Status::ok();
+    out->tokens.push_back(answer_[(size_t)i]);
+    out->tokens.push_back(answer_[(size_t)i + 1]);
+    out->parent = {-1, -1, 1};
+    out->confidence = {0.9f, 0.9f, 0.9f};
+    out->chain = 1;
+    return Status::ok();
+  }
+  Status commit(std::span<const int32_t>, int64_t, const speculative::TapRows&) override { return Status::ok(); }
+  std::unique_ptr<speculative::Drafter> fork() const override { return std::make_unique<BranchOracle>(answer_, prompt_len_); }
+
+ private:
+  std::vector<int32_t> answer_;
+  int64_t prompt_len_;
+};
+
+// Token trees (speculative/token_tree.h): branches verified in one forward give serial's tokens
+// exactly, for a drafter whose branches are always taken and for the suffix drafter's own trees; a
+// flat verify table keeps the branches, a steep one keeps the chain.
+TEST_F(SpecTiny, GreedyTreesAreLossless) {
+  const std::vector<int32_t> prompt = {2, 40, 41, 42, 40, 41};
+  const int n = 40;
+  const auto want = serial(prompt, n);
+  std::vector<int32_t> corpus = want;  // the answer, and twice its 8 tokens before 12 and 26 then a wrong one
+  corpus.push_back(speculative::kSuffixSeparator);
+  for (size_t j : {12, 26})
+    for (int copy = 0; copy < 2; ++copy) {
+      corpus.insert(corpus.end(), want.begin() + (int64_t)j - 8, want.begin() + (int64_t)j);
+      corpus.push_back((want[j] + 1) % kVocab);
+      corpus.push_back(speculative::kSuffixSeparator);
+    }
+  auto sa = speculative::build_suffix_array(corpus);
+  const auto index = speculative::SuffixIndex::from_arrays(corpus, std::move(sa));
+  speculative::SuffixDrafterConfig cfg;
+  cfg.tree_width = 2;
+  for (bool flat : {true, false}) {
+    BranchOracle oracle(want, (int64_t)prompt.size());
+    speculative::SuffixDrafter suffix(index, cfg);
+    for (speculative::Drafter* d : std::vector<speculative::Drafter*>{&oracle, &suffix}) {
+      model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
+      speculative::SpecParams sp;
+      sp.gen.max_tokens = n;
+      sp.gen.ignore_eos = true;
+      sp.gamma = 4;
+      std::vector<double> v = {0};
+      for (int r = 1; r <= 17; ++r) v.push_back(flat ? 1.0 + 0.001 * r : (double)r);
+      sp.governor = {.enabled = true, .verify_ms = v, .deterministic = true, .warmup_rounds = 1};
+      auto r = speculative::generate_spec(*target_, s, *tok_, prompt, sp, *d, {});
+      ASSERT_TRUE(r.is_ok()) << r.message();
+      EXPECT_EQ(r->out.tokens, want) << d->kind() << (flat ? " flat" : " steep");
+      EXPECT_EQ(s.n_past(), (int64_t)prompt.size() - 1 + r->stats.rounds + r->stats.accepted) << d->kind();
+      if (flat) {
+        EXPECT_GT(r->stats.tree_rounds, 0) << d->kind();
+      } else {
+        EXPECT_EQ(r->stats.tree_rounds, 0) << d->kind() << ": steep windows keep a chain";
+      }
+      if (flat && d == &oracle) {
+        EXPECT_EQ(r->stats.tree_branch_taken, r->stats.tree_rounds) << r->stats.to_json().dump();
+        EXPECT_GT(r->stats.tree_rounds, 10);
+      }
+    }
+  }
+}
+
 TEST_F(SpecTiny, DraftModelVocabularyMustMatch) {
   EXPECT_TRUE(speculative::check_same_vocab(*tok_, *tok_).is_ok());
   std::vector<tokenizer::testing::TinyPiece> pieces;
