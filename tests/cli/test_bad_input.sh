@@ -44,6 +44,8 @@ expect_bad "empty model file" generate -m "$tmp/empty.gguf" -p hi
 expect_bad "no prompt" generate -m "$tmp/garbage.gguf"
 expect_bad "draft threshold above 1" generate -m x.gguf -p hi --draft-kind ngram --draft-threshold 1.5
 expect_bad "negative draft tokens" generate -m x.gguf -p hi --draft-kind ngram --num-draft-tokens -1
+expect_bad "token tree too wide" generate -m x.gguf -p hi --draft-kind ngram --draft-tree 9
+expect_bad "token tree without a suffix index" ab -m x.gguf --a serial --b draft-kind=ngram,draft-tree=2
 expect_bad "ab: one arm only" ab -m x.gguf --a serial
 expect_bad "ab: --b without --a" ab -m x.gguf --b serial
 expect_bad "ab: unknown arm key" ab -m x.gguf --a serial --b draft-kind=ngram,gamma=3
