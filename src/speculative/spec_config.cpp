@@ -50,6 +50,17 @@ Status parse_unit(const std::string& v, double* out) {
   return Status::ok();
 }
 
+// An integer in [0, hi].
+Status parse_count(const std::string& v, int hi, int* out) {
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE || n < 0 || n > hi)
+    return Status::error("'" + v + "' is not an integer in [0, " + std::to_string(hi) + "]");
+  *out = (int)n;
+  return Status::ok();
+}
+
 std::string fmt_double(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", v);
@@ -77,15 +88,7 @@ const SpecKey kKeys[] = {
      }},
     {"num-draft-tokens", "draft tokens per round at most (gamma); 0 = the drafter's default (a DSpark block, else 5)",
      [](const SpecConfig& c) { return std::to_string(c.gamma); },
-     [](SpecConfig* c, const std::string& v) {
-       errno = 0;
-       char* end = nullptr;
-       const long long g = std::strtoll(v.c_str(), &end, 10);
-       if (v.empty() || *end != '\0' || errno == ERANGE || g < 0 || g > kMaxGamma)
-         return Status::error("'" + v + "' is not an integer in [0, " + std::to_string(kMaxGamma) + "]");
-       c->gamma = (int)g;
-       return Status::ok();
-     }},
+     [](SpecConfig* c, const std::string& v) { return parse_count(v, kMaxGamma, &c->gamma); }},
     {"draft-threshold", "dspark: stop drafting at the first slot whose confidence is below this, in [0, 1]",
      [](const SpecConfig& c) { return fmt_double(c.threshold); },
      [](SpecConfig* c, const std::string& v) { return parse_unit(v, &c->threshold); }},
@@ -136,15 +139,7 @@ const SpecKey kKeys[] = {
                    "from the index in the same forward (a token tree), each kept only where the verify-cost\n"
                    "table says it pays; 0 = a chain",
      [](const SpecConfig& c) { return std::to_string(c.tree); },
-     [](SpecConfig* c, const std::string& v) {
-       errno = 0;
-       char* end = nullptr;
-       const long long w = std::strtoll(v.c_str(), &end, 10);
-       if (v.empty() || *end != '\0' || errno == ERANGE || w < 0 || w > kMaxTreeWidth)
-         return Status::error("'" + v + "' is not an integer in [0, " + std::to_string(kMaxTreeWidth) + "]");
-       c->tree = (int)w;
-       return Status::ok();
-     }},
+     [](SpecConfig* c, const std::string& v) { return parse_count(v, kMaxTreeWidth, &c->tree); }},
 };
 
 }  // namespace
