@@ -211,8 +211,11 @@ void Governor::observe(const RoundObservation& o) {
   if (!cfg_.enabled) return;
   const int d = std::clamp(o.drafted, 0, gamma_), acc = std::clamp(o.accepted, 0, d);
   const double a = cfg_.alpha;
-  v_[(size_t)d + 1].add(o.verify_ms, a);
-  if (const double t = table_cost(d + 1); t > 0) scale_.add(o.verify_ms / t, a);
+  // The forward's cost goes to its own window size: a token tree's rows beyond the chain are not the
+  // chain's (a tree wider than the table updates nothing but the scale).
+  const int w = std::max(o.window, d + 1);
+  if (w < (int)v_.size()) v_[(size_t)w].add(o.verify_ms, a);
+  if (const double t = table_cost(w); t > 0) scale_.add(o.verify_ms / t, a);
   if (o.gamma == 0 || d == 0) {  // the cost of verifying the pending token alone
     plain_.add(o.verify_ms + o.rest_ms, a);
     last_plain_obs_ = round_;

@@ -84,6 +84,7 @@ struct RoundObservation {
   int gamma = 0;       // the decision's draft length (0: plain)
   int drafted = 0;     // tokens proposed (<= gamma)
   int accepted = 0;    // of them accepted
+  int window = 0;      // rows the verify forward held when more than drafted + 1 (a token tree), else 0
   double draft_ms = 0, verify_ms = 0, rest_ms = 0;  // drafter call; target forward (its share); accept + commit
 };
 

@@ -317,7 +317,8 @@ Status SpecStepper::accept_tree_phase() {
   st.commit_ms += commit_ms;
   if (drafter_ && decision_.reason != GovernorReason::kSure)
     gov_->observe({.gamma = decision_.gamma, .drafted = chain, .accepted = std::min(k, chain),  // as a chain round
-                   .draft_ms = round_draft_ms_, .verify_ms = round_verify_ms_, .rest_ms = accept_ms + commit_ms});
+                   .window = rows, .draft_ms = round_draft_ms_, .verify_ms = round_verify_ms_,
+                   .rest_ms = accept_ms + commit_ms});
   if (stop) finish_text();
   return Status::ok();
 }

@@ -172,6 +172,15 @@ TEST(Governor, VerifyCostPriors) {
   EXPECT_NEAR(g.estimates()["verify_ms"][2].get<double>(), 2 * m.verify(3), 1e-9);  // scaled x2
   EXPECT_NEAR(g.estimates()["verify_ms"][4].get<double>(), 2 * m.verify(5), 1e-9);  // measured
 
+  // A token tree's forward (2 drafted in its chain, 5 rows in all) is a 5-row window's cost, not a
+  // 3-row one's.
+  Governor t({.enabled = true, .verify_ms = m.table(5)}, 4);
+  t.decide(4);
+  t.observe({.gamma = 4, .drafted = 2, .accepted = 0, .window = 5, .draft_ms = 0.5, .verify_ms = m.verify(5),
+             .rest_ms = 0});
+  EXPECT_NEAR(t.estimates()["verify_ms"][4].get<double>(), m.verify(5), 1e-9);  // measured at 5 rows
+  EXPECT_NEAR(t.estimates()["verify_ms"][2].get<double>(), m.verify(3), 1e-9);  // 3 rows: the table, unscaled
+
   Governor n(on(), 4);
   n.decide(4);
   n.observe({.gamma = 4, .drafted = 2, .accepted = 0, .draft_ms = 0.5, .verify_ms = 7.0, .rest_ms = 0});
