@@ -33,12 +33,20 @@ struct AttentionImpl {
 
   // The call's keys in order: n_main positions from first_pos (slots advance with one wrap test,
   // no division per row), then kv.extra's positions (a token tree's ancestors; few, just written).
+  // kTree false (no extra keys, every forward but a token tree's): the plain slot walk, with no test
+  // per key (the test cost SmolLM2's 64-wide heads ~7 % of the kernel's time).
+  template <bool kTree>
   struct KeyCursor {
     int64_t slot, cap, j = 0, n_main;
     const int64_t* extra;
     KeyCursor(const dspark::kernels::KvView& kv, int64_t first_pos, int64_t n)
         : slot(first_pos % kv.capacity), cap(kv.capacity), n_main(n), extra(kv.extra) {}
     int64_t next() {
+      if constexpr (!kTree) {
+        const int64_t s = slot;
+        if (++slot == cap) slot = 0;
+        return s;
+      }
       if (j < n_main) {
         ++j;
         const int64_t s = slot;
@@ -67,12 +75,12 @@ struct AttentionImpl {
   // accumulators). Where V has reduce_w (W accumulators to W sums, each in V::reduce's order), a
   // block of W keys is reduced together; else each sum is reduced alone. The keys: n_main from
   // first_pos, then kv.n_extra more (KeyCursor); n_keys = n_main + kv.n_extra.
-  template <int G>
+  template <int G, bool kTree>
   static void scores_group(const float* qh, int h0, int64_t hd, const dspark::kernels::KvView& kv,
                            int64_t first_pos, int64_t n_main, float* scores) {
     constexpr int KB = G <= 3 ? 4 : 2;  // divides W (8 or 16)
     const int64_t n_keys = n_main + kv.n_extra;
-    KeyCursor cur(kv, first_pos, n_main);
+    KeyCursor<kTree> cur(kv, first_pos, n_main);
     auto next_rows = [&](int n, const uint16_t** k) {
       for (int i = 0; i < n; ++i) k[i] = kv.k + cur.next() * kv.stride;
     };
@@ -110,14 +118,14 @@ struct AttentionImpl {
   // column chunks from c0. Each output chunk is one accumulator summed over j in order; the G * CB
   // chains are independent (one chain per chunk was bound by the FMA latency), and a V chunk is
   // converted once for the G heads.
-  template <int G, int CB>
+  template <int G, int CB, bool kTree>
   static void values_pass(const float* p, int h0, int64_t c0, const dspark::kernels::KvView& kv,
                           int64_t first_pos, int64_t n_main, int64_t hd, float* out) {
     reg acc[G][CB];
     for (int g = 0; g < G; ++g)
       for (int b = 0; b < CB; ++b) acc[g][b] = V::zero();
     const int64_t n_keys = n_main + kv.n_extra;
-    KeyCursor cur(kv, first_pos, n_main);
+    KeyCursor<kTree> cur(kv, first_pos, n_main);
     constexpr int64_t kAhead = 8;  // rows; the first pass brings whole rows, so the later passes hit L2
     int64_t ahead = (first_pos + kAhead) % kv.capacity;  // slot of row j + kAhead
     for (int64_t j = 0; j < n_keys; ++j) {
@@ -138,7 +146,7 @@ struct AttentionImpl {
       for (int b = 0; b < CB; ++b) V::store(out + (h0 + g) * hd + c0 + b * W, acc[g][b]);
   }
 
-  template <int G>
+  template <int G, bool kTree>
   static void values_group(const float* p, int h0, int64_t hd, const dspark::kernels::KvView& kv,
                            int64_t first_pos, int64_t n_main, float* out) {
     // Column chunks per pass over the V rows: G * CB accumulators + G broadcasts + a V chunk in the
@@ -147,16 +155,16 @@ struct AttentionImpl {
     constexpr int kFit = (V::kRegs - G - 1) / G;
     constexpr int CB = V::kRegs >= 32 ? (kFit < 8 ? kFit : 8) : (G >= 3 ? 3 : G == 2 ? 5 : 8);
     int64_t c = 0;
-    for (; c + CB * W <= hd; c += CB * W) values_pass<G, CB>(p, h0, c, kv, first_pos, n_main, hd, out);
+    for (; c + CB * W <= hd; c += CB * W) values_pass<G, CB, kTree>(p, h0, c, kv, first_pos, n_main, hd, out);
     switch ((hd - c) / W) {  // the remaining chunks in one pass
       case 0: break;
-      case 1: values_pass<G, 1>(p, h0, c, kv, first_pos, n_main, hd, out); break;
-      case 2: values_pass<G, 2>(p, h0, c, kv, first_pos, n_main, hd, out); break;
-      case 3: values_pass<G, 3>(p, h0, c, kv, first_pos, n_main, hd, out); break;
-      case 4: values_pass<G, 4>(p, h0, c, kv, first_pos, n_main, hd, out); break;
-      case 5: values_pass<G, 5>(p, h0, c, kv, first_pos, n_main, hd, out); break;
-      case 6: values_pass<G, 6>(p, h0, c, kv, first_pos, n_main, hd, out); break;
-      default: values_pass<G, 7>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 1: values_pass<G, 1, kTree>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 2: values_pass<G, 2, kTree>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 3: values_pass<G, 3, kTree>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 4: values_pass<G, 4, kTree>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 5: values_pass<G, 5, kTree>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      case 6: values_pass<G, 6, kTree>(p, h0, c, kv, first_pos, n_main, hd, out); break;
+      default: values_pass<G, 7, kTree>(p, h0, c, kv, first_pos, n_main, hd, out); break;
     }
   }
 
@@ -192,8 +200,13 @@ struct AttentionImpl {
         default: break;
       }
     };
-    groups([&](auto g, int h) { scores_group<decltype(g)::value>(qh, h, hd, kv, first_pos, n_main, scores); });
-    for (int h = 0; h < n_q; ++h) softmax_f16(scores + h * n_keys, n_keys);
-    groups([&](auto g, int h) { values_group<decltype(g)::value>(scores, h, hd, kv, first_pos, n_main, out); });
+    auto body = [&](auto tree) {
+      constexpr bool kTree = decltype(tree)::value;
+      groups([&](auto g, int h) { scores_group<decltype(g)::value, kTree>(qh, h, hd, kv, first_pos, n_main, scores); });
+      for (int h = 0; h < n_q; ++h) softmax_f16(scores + h * n_keys, n_keys);
+      groups([&](auto g, int h) { values_group<decltype(g)::value, kTree>(scores, h, hd, kv, first_pos, n_main, out); });
+    };
+    if (kv.n_extra > 0) body(std::true_type{});
+    else body(std::false_type{});
   }
 };
