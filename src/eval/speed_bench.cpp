@@ -33,8 +33,10 @@ std::vector<int32_t> synthetic_tokens(int64_t n, int32_t bos, uint64_t seed, int
   Rng rng(seed);
   std::vector<int32_t> ids(n);
   ids[0] = bos;
-  const uint64_t span = (uint64_t)std::max<int64_t>(1, std::min<int64_t>(200000, n_vocab - 1000));
-  for (int64_t i = 1; i < n; ++i) ids[i] = 1000 + (int32_t)(rng.next() % span);
+  // Ids from 1000 on (past a real vocabulary's special and byte tokens); a small test vocabulary from 1.
+  const int64_t base = n_vocab > 2000 ? 1000 : 1;
+  const uint64_t span = (uint64_t)std::max<int64_t>(1, std::min<int64_t>(200000, n_vocab - base));
+  for (int64_t i = 1; i < n; ++i) ids[i] = (int32_t)base + (int32_t)(rng.next() % span);
   return ids;
 }
 
@@ -51,6 +53,11 @@ json profile_json(const std::vector<kernels::OpTime>& ops, double decode_ms, int
   }
   return {{"decode_ms_per_token", decode_ms / (double)tokens}, {"tokens", tokens}, {"ops", rows},
           {"other_ms_per_token", (decode_ms - caller_ms) / (double)tokens}, {"other_share", (decode_ms - caller_ms) / decode_ms}};
+}
+
+// The short prompt decode runs start from.
+std::vector<int32_t> decode_prompt(const runtime::LoadedModel& lm) {
+  return lm.tok->encode("The history of the city begins", true, false);
 }
 
 // One measurement run's state: the model's session and everything the repeats collect.
@@ -74,7 +81,7 @@ struct Bench {
   Result<double> decode_run(bool use_sampler, bool full_head) {
     const model::Model& model = *lm.model;
     s.kv().clear();
-    const auto prompt = lm.tok->encode("The history of the city begins", true, false);
+    const std::vector<int32_t> prompt = decode_prompt(lm);
     const model::ForwardOptions step{model::LogitsMode::kLast, {}, !use_sampler && !full_head};
     DSPARK_RETURN_IF_ERROR(model.forward(s, prompt, step));
     sample::Sampler smp(opt.sampler, s.pool());
@@ -98,6 +105,25 @@ struct Bench {
     decode_ms += ms;
     decoded += opt.n_gen;
     return opt.n_gen * 1e3 / ms;
+  }
+
+  // With --profile: `opt.repeats` more prefills of -p tokens with the timers on, after the timed
+  // repeats (their timers would mix with decode's): where a prefill's time goes, per forward.
+  Result<json> prefill_profile() {
+    prof->reset();
+    double total = 0;
+    for (int64_t r = 0; r < opt.repeats; ++r) {
+      const auto ids = synthetic_tokens(opt.n_prompt, lm.tok->bos(), 4321 + r, lm.tok->n_vocab());
+      s.kv().clear();
+      prof->start();
+      const auto t0 = Clock::now();
+      DSPARK_RETURN_IF_ERROR(lm.model->forward(s, ids, model::ForwardOptions{model::LogitsMode::kLast, {}}));
+      total += ms_between(t0, Clock::now());
+      prof->stop();
+    }
+    json pj = profile_json(prof->table(), total, opt.repeats);  // "per token" = per forward here
+    pj["prefill_tokens"] = opt.n_prompt;
+    return pj;
   }
 
   // Repeat r: prefill, then greedy and sampled (or the two heads), alternating which runs first.
@@ -209,7 +235,13 @@ struct Bench {
 
 void print_profile(std::string& out, const json& p) {
   char buf[512];
-  if (p.contains("window_tokens"))
+  if (p.contains("prefill_tokens"))
+    std::snprintf(buf, sizeof buf,
+                  "\nwhere a prefill of %lld tokens goes (%.3f ms per forward over %lld forwards, timers on; ops on the "
+                  "pool's threads are thread time):\n| op | calls / forward | ms / forward | share |\n|---|---:|---:|---:|\n",
+                  (long long)p["prefill_tokens"].get<int64_t>(), p["decode_ms_per_token"].get<double>(),
+                  (long long)p["tokens"].get<int64_t>());
+  else if (p.contains("window_tokens"))
     std::snprintf(buf, sizeof buf,
                   "\nwhere one verify forward of %d new tokens goes (%.3f ms per forward over %lld forwards, timers on):\n"
                   "| op | calls / forward | ms / forward | share |\n|---|---:|---:|---:|\n",
@@ -236,7 +268,8 @@ void print_profile(std::string& out, const json& p) {
 Result<json> run_speed_bench(const SpeedBenchOptions& opt, const runtime::LoadedModel& lm,
                              const kernels::ProfilingBackend* prof, const SpeedBenchProgress& progress) {
   const model::Model& model = *lm.model;
-  const int64_t n_ctx = std::max<int64_t>({opt.n_prompt, 8 + opt.n_gen, opt.curve ? opt.curve_ctx + opt.curve_max : 0}) + 8;
+  const int64_t n_decode = (int64_t)decode_prompt(lm).size() + opt.n_gen;
+  const int64_t n_ctx = std::max<int64_t>({opt.n_prompt, n_decode, opt.curve ? opt.curve_ctx + opt.curve_max : 0}) + 8;
   ThreadPool pool(opt.threads);
   model::Session s(model, model::SessionOptions{.n_ctx = n_ctx, .max_batch = kSpeedBenchMaxBatch}, &pool);
   Bench b(opt, lm, prof, s);
@@ -247,6 +280,12 @@ Result<json> run_speed_bench(const SpeedBenchOptions& opt, const runtime::Loaded
   // The decode profile is read before the curve, which reuses the timers per window size.
   json decode_profile;
   if (prof && b.decoded > 0) decode_profile = profile_json(prof->table(), b.decode_ms, b.decoded);
+  json prefill_profile;
+  if (prof && opt.n_prompt > 0) {
+    auto pp = b.prefill_profile();
+    if (!pp) return pp.status();
+    prefill_profile = std::move(pp).value();
+  }
   if (opt.curve) DSPARK_RETURN_IF_ERROR(b.verify_curve(progress));
   json j = {{"model", lm.path}, {"threads", opt.threads}, {"repeats", opt.repeats}, {"prompt_tokens", opt.n_prompt},
             {"gen_tokens", opt.n_gen}, {"prefill_tok_s", median(b.pp_tok_s)}, {"decode_tok_s", median(b.tg_tok_s)},
@@ -262,6 +301,7 @@ Result<json> run_speed_bench(const SpeedBenchOptions& opt, const runtime::Loaded
   if (!b.curve_profiles.empty()) j["verify_profiles"] = b.curve_profiles;
   if (opt.sampler.temperature > 0 && opt.n_gen > 0) b.add_sampled(j);
   if (!decode_profile.is_null()) j["profile"] = decode_profile;
+  if (!prefill_profile.is_null()) j["prefill_profile"] = prefill_profile;
   return j;
 }
 
@@ -299,6 +339,7 @@ std::string format_speed_bench(const json& j) {
   line("peak RSS %.1f MB, KV cache %.1f MB, threads %lld\n", j["peak_rss_bytes"].get<double>() / 1e6,
        j["kv_cache_bytes"].get<double>() / 1e6, (long long)j["threads"].get<int64_t>());
   if (j.contains("profile")) print_profile(out, j["profile"]);
+  if (j.contains("prefill_profile")) print_profile(out, j["prefill_profile"]);
   if (j.contains("verify_curve")) {
     line("\nverify curve after %lld tokens of context:\n| new tokens | ms | ratio to 1 |\n|---|---|---|\n",
          (long long)j["curve_ctx"].get<int64_t>());

@@ -47,8 +47,9 @@ void add_bench_flags(Args& args, BenchFlags* f) {
   args.add_flag("--verify-curve", &o.curve, "also measure the verify-cost curve");
   args.add_flag("--profile", &f->profile,
                 "time every backend op during the decode runs (matmuls by weight type and shape, attention, norms, ...)\n"
-                "and print where a decoded token's time goes (the timers slow decode slightly); with --verify-curve\n"
-                "also for the verify forwards of 1 and --curve-max new tokens");
+                "and print where a decoded token's time goes (the timers slow decode slightly); then -r more prefills of\n"
+                "-p tokens with the timers on (where a prefill's time goes); with --verify-curve also for the verify\n"
+                "forwards of 1 and --curve-max new tokens");
   args.add("--curve-ctx", &o.curve_ctx, "context length before the curve's forwards", 1, 1 << 16);
   args.add("--curve-max", &o.curve_max, "largest number of new tokens on the curve", 1, 64);
   args.add("--lm-head", &f->lm_head,
