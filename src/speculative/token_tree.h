@@ -36,8 +36,8 @@ TreePrune prune_tree(DraftResult* d, std::span<const double> verify_ms, int max_
 
 // What a request's branches delivered against what their estimates promised: the drafter's
 // estimates are frequencies in its index, not the target's acceptance (SmolLM2's branches were
-// taken in 13 % of tree rounds for about a quarter of their estimate), so the branches are
-// weighed by the measured ratio, a moving average over tree rounds like the governor's.
+// taken in 13-17 % of the rounds that verified them), so the branches are weighed by the measured
+// ratio, a moving average over tree rounds like the governor's.
 class TreeCalibration {
  public:
   double scale() const { return promised_ > 0 ? std::max(kFloor, delivered_ / promised_) : 1.0; }
