@@ -149,48 +149,56 @@ struct Bench {
   }
 
   // The verify-cost curve: the median time of one forward of k new tokens after curve_ctx tokens.
-  // Each window size first runs kCurveWarmup untimed forwards: the first forwards after the context's
-  // prefill ran slow (SmolLM2, 256 tokens of context, AVX-512 without AMX: the median of 5 timed
-  // forwards of 1 token read 3.6-4.1 ms against 2.6 ms for the median of 25 and 2.4 ms a decoded token),
-  // which put verify(1) above verify(2).
-  static constexpr int kCurveWarmup = 3;
+  // One untimed pass over every size, then `repeats` passes that each time every size in turn, as
+  // the start-up verify table does (runtime/drafter_factory.cpp): timing each size in a block let the
+  // slow forwards that follow the context's prefill fall on the first sizes only (SmolLM2, 512 tokens
+  // of context, AVX-512 without AMX: verify(1) 4.01 ms against verify(2) 3.64 as the median of 5 in a
+  // block, 3.01 / 3.44 as the median of 15; a decoded token 2.5 ms). --profile then profiles the first
+  // and the last size in blocks of their own.
   Status verify_curve(const SpeedBenchProgress& progress) {
     const auto ctx_ids = synthetic_tokens(opt.curve_ctx, lm.tok->bos(), 99, lm.tok->n_vocab());
     s.kv().clear();
     DSPARK_RETURN_IF_ERROR(lm.model->forward(s, ctx_ids, model::ForwardOptions{model::LogitsMode::kLast, {}}));
     const auto new_ids = synthetic_tokens(opt.curve_max + 1, 1000, 7, lm.tok->n_vocab());
     const model::ForwardOptions all{model::LogitsMode::kAll, {}, opt.lm_head != LmHead::kFull};
-    double base_ms = 0;
-    for (int64_t k = 1; k <= opt.curve_max; ++k) {
-      std::vector<double> ms;
-      for (int w = 0; w < kCurveWarmup; ++w) {
-        DSPARK_RETURN_IF_ERROR(lm.model->forward(s, std::span<const int32_t>(new_ids.data() + 1, k), all));
-        s.kv().trim(k);
+    auto timed = [&](int64_t k) -> Result<double> {
+      const auto t0 = Clock::now();
+      DSPARK_RETURN_IF_ERROR(lm.model->forward(s, std::span<const int32_t>(new_ids.data() + 1, k), all));
+      const double ms = ms_between(t0, Clock::now());
+      s.kv().trim(k);
+      return ms;
+    };
+    std::vector<std::vector<double>> ms((size_t)opt.curve_max + 1);
+    for (int64_t pass = -1; pass < opt.repeats; ++pass) {  // pass -1: the warm-up
+      for (int64_t k = 1; k <= opt.curve_max; ++k) {
+        auto m = timed(k);
+        if (!m) return m.status();
+        if (pass >= 0) ms[(size_t)k].push_back(*m);
       }
-      const bool prof_k = prof && (k == 1 || k == opt.curve_max);
-      if (prof_k) {
+      if (progress) progress("verify curve", (uint64_t)(pass + 2), (uint64_t)opt.repeats + 1);
+    }
+    const double base_ms = median(ms[1]);
+    for (int64_t k = 1; k <= opt.curve_max; ++k) {
+      const double m = median(ms[(size_t)k]);
+      curve.push_back({{"n_tokens", k}, {"ms", m}, {"ratio_to_1", m / base_ms}});
+    }
+    std::vector<int64_t> profiled = {1};
+    if (opt.curve_max > 1) profiled.push_back(opt.curve_max);
+    if (prof)
+      for (int64_t k : profiled) {
         prof->reset();
         prof->start();
-      }
-      for (int64_t r = 0; r < opt.repeats; ++r) {
-        const auto t0 = Clock::now();
-        DSPARK_RETURN_IF_ERROR(lm.model->forward(s, std::span<const int32_t>(new_ids.data() + 1, k), all));
-        ms.push_back(ms_between(t0, Clock::now()));
-        s.kv().trim(k);
-      }
-      if (prof_k) {
-        prof->stop();
         double total = 0;
-        for (double v : ms) total += v;
+        for (int64_t r = 0; r < opt.repeats; ++r) {
+          auto m = timed(k);
+          if (!m) return m.status();
+          total += *m;
+        }
+        prof->stop();
         json pj = profile_json(prof->table(), total, opt.repeats);  // "per token" = per forward here
         pj["window_tokens"] = k;
         curve_profiles.push_back(pj);
       }
-      const double m = median(ms);
-      if (k == 1) base_ms = m;
-      curve.push_back({{"n_tokens", k}, {"ms", m}, {"ratio_to_1", m / base_ms}});
-      if (progress) progress("verify curve", (uint64_t)k, (uint64_t)opt.curve_max);
-    }
     return Status::ok();
   }
 
