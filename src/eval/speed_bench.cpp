@@ -148,13 +148,14 @@ struct Bench {
     return Status::ok();
   }
 
-  // The verify-cost curve: the median time of one forward of k new tokens after curve_ctx tokens.
-  // One untimed pass over every size, then `repeats` passes that each time every size in turn, as
-  // the start-up verify table does (runtime/drafter_factory.cpp): timing each size in a block let the
-  // slow forwards that follow the context's prefill fall on the first sizes only (SmolLM2, 512 tokens
-  // of context, AVX-512 without AMX: verify(1) 4.01 ms against verify(2) 3.64 as the median of 5 in a
-  // block, 3.01 / 3.44 as the median of 15; a decoded token 2.5 ms). --profile then profiles the first
-  // and the last size in blocks of their own.
+  // The verify-cost curve: the median time of one forward of k new tokens after curve_ctx tokens, in
+  // the steady state of repeated k-token forwards: each size runs max(kCurveMinWarmup, repeats) untimed
+  // forwards before its timed ones. A forward's time depends on what ran just before it (AVX-512
+  // without AMX, SmolLM2, 512 tokens of context): right after the context's prefill, the median of 5
+  // one-token forwards read 4.01 ms against 3.01 for the median of 15 (a decoded token: 2.5 ms); timed
+  // in passes over every size, verify(1) right after a 16-token forward read 3.6-3.9 ms against 2.9
+  // in passes up to 4 tokens. --profile then profiles the first and the last size in blocks of their own.
+  static constexpr int64_t kCurveMinWarmup = 5;
   Status verify_curve(const SpeedBenchProgress& progress) {
     const auto ctx_ids = synthetic_tokens(opt.curve_ctx, lm.tok->bos(), 99, lm.tok->n_vocab());
     s.kv().clear();
@@ -169,13 +170,14 @@ struct Bench {
       return ms;
     };
     std::vector<std::vector<double>> ms((size_t)opt.curve_max + 1);
-    for (int64_t pass = -1; pass < opt.repeats; ++pass) {  // pass -1: the warm-up
-      for (int64_t k = 1; k <= opt.curve_max; ++k) {
+    const int64_t warm = std::max<int64_t>(kCurveMinWarmup, opt.repeats);
+    for (int64_t k = 1; k <= opt.curve_max; ++k) {
+      for (int64_t r = -warm; r < opt.repeats; ++r) {  // r < 0: untimed
         auto m = timed(k);
         if (!m) return m.status();
-        if (pass >= 0) ms[(size_t)k].push_back(*m);
+        if (r >= 0) ms[(size_t)k].push_back(*m);
       }
-      if (progress) progress("verify curve", (uint64_t)(pass + 2), (uint64_t)opt.repeats + 1);
+      if (progress) progress("verify curve", (uint64_t)k, (uint64_t)opt.curve_max);
     }
     const double base_ms = median(ms[1]);
     for (int64_t k = 1; k <= opt.curve_max; ++k) {
