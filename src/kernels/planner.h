@@ -31,10 +31,15 @@ struct PlanRequest {
   std::vector<DType> types;
   double margin = 0.03;
   int rounds = 3;       // runs per (type, n, path), interleaved over the paths; the best counts
+  // More runs, interleaved, of the preferred path (the first candidate) and of every path that beat it
+  // by more than the margin, before the bucket is decided: the plan is kept for every later start, so
+  // one slow moment of a shared machine during the first rounds must not move a bucket off it.
+  int confirm_rounds = 4;
 };
 
 // Times every candidate of every (type, bucket) with at least two candidates (rounds x, the paths
-// of one bucket interleaved so a slow moment of the machine hits them alike), then decide_plan.
+// of one bucket interleaved so a slow moment of the machine hits them alike; confirm_rounds more for
+// the preferred path and the paths that beat it by more than the margin), then decide_plan.
 Result<KernelPlan> make_plan(const PlanRequest& req, PlanTimer& timer);
 
 // A matrix of the model to time for one type: [n_rows, n_cols] of that type; data == nullptr means
