@@ -36,13 +36,21 @@ namespace {
 
 constexpr int kMaxTileTokens = 8;  // 8 tokens' int32 chains + f32 accumulators fit 32 registers
 
-// Software prefetch into L2 of the weight stream, this far ahead, for every tile. Verify windows:
-// with several tokens per record the arithmetic no longer hides the DRAM latency by itself. LM head
-// x 8 tokens (Zen 4, medians of 15 alternating runs): 4 KB into L1 6.9-7.6 ms, 8-32 KB into L2
-// 5.5-6.1 ms, 64 KB 6.3 ms. Decode (1 token): neutral on Zen 4 (Gemma 3, paired ratio 0.994), and on
-// an Intel Xeon without AMX (family 6 model 207) the hardware prefetcher alone left Gemma 3's decode
-// at 87-107 tok/s against 131-155 with it (every matrix's time per call 1.3-1.8x lower).
+// Software prefetch of the weight stream for every tile. Verify windows: into L2, kPrefetchBytes
+// ahead; with several tokens per record the arithmetic no longer hides the DRAM latency by itself.
+// LM head x 8 tokens (Zen 4, medians of 15 alternating runs): 4 KB into L1 6.9-7.6 ms, 8-32 KB into L2
+// 5.5-6.1 ms, 64 KB 6.3 ms. Decode (1 token): into L1, kPrefetchBytes1 ahead. Into L2 16 KB ahead was
+// neutral on Zen 4 (Gemma 3, paired ratio 0.994), and on an Intel Xeon without AMX (family 6 model
+// 207) the hardware prefetcher alone left Gemma 3's decode at 87-107 tok/s against 131-155 with it;
+// there, into L1 8 KB ahead decoded SmolLM2 1.116x faster again (paired median of 6 alternating
+// rounds, 396.7 -> 426.2 tok/s; Gemma 3 0.991x; in 4 rounds before, ratios of medians: 4 KB into L1
+// 1.09x, 4 KB into L2 1.05x).
 constexpr size_t kPrefetchBytes = 16384;
+constexpr size_t kPrefetchBytes1 = 8192;
+
+
+
+
 
 inline void keep(__m512i& x) { asm volatile("" : "+v"(x)); }
 inline __m512i bcast4(const uint8_t* p) {  // 4 activation bytes into every 32-bit lane
@@ -265,7 +273,10 @@ void tile(const uint8_t* rec, int64_t nb, const uint8_t* a0, const ActLayout& L,
     A[t] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b, rec += R::kRec) {
-    for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes + l, _MM_HINT_T1);
+    if constexpr (NT == 1)
+      for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes1 + l, _MM_HINT_T0);
+    else
+      for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes + l, _MM_HINT_T1);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) ab[t] = a[t] + R::kElems * b;
     __m512i is[NT];
