@@ -48,10 +48,6 @@ constexpr int kMaxTileTokens = 8;  // 8 tokens' int32 chains + f32 accumulators 
 constexpr size_t kPrefetchBytes = 16384;
 constexpr size_t kPrefetchBytes1 = 8192;
 
-
-
-
-
 inline void keep(__m512i& x) { asm volatile("" : "+v"(x)); }
 inline __m512i bcast4(const uint8_t* p) {  // 4 activation bytes into every 32-bit lane
   int32_t v;
