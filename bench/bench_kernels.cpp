@@ -170,6 +170,44 @@ void BM_Attention(benchmark::State& state) {
 }
 BENCHMARK(BM_Attention)->ArgsProduct({{64, 512, 2048}, {0, 1, 2}, {3}, {64}, {192}})->ArgsProduct({{512}, {2}, {1, 2, 4}, {256}, {256}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// n_rows consecutive causal rows of one sequence (a verify window or a prefill chunk), the last at
+// n_keys, against one K/V head in SmolLM2's layout (3 query heads of 64): a call per row
+// (attention_f16kv, rows=0) or all rows at once (attention_f16kv_rows, rows=1). Cache-resident.
+void BM_AttentionRows(benchmark::State& state) {
+  const int64_t n_keys = state.range(0), n_rows = state.range(1);
+  const bool together = state.range(2) != 0;
+  const Isa isa = Isa::kAvx512;
+  if (isa > detect_isa()) {
+    state.SkipWithError("ISA not available");
+    return;
+  }
+  const int64_t kHd = 64, kStride = 192, kGroup = 3;
+  dspark::Rng rng(11);
+  std::vector<uint16_t> k((size_t)(n_keys * kStride)), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = dspark::fp32_to_fp16((float)(rng.uniform() * 2 - 1));
+    v[i] = dspark::fp32_to_fp16((float)(rng.uniform() * 2 - 1));
+  }
+  std::vector<float> q((size_t)(n_rows * kGroup * kHd)), out(q.size()), scores((size_t)(kGroup * n_keys));
+  for (auto& x : q) x = (float)(rng.uniform() * 2 - 1) * 0.125f;
+  std::vector<int64_t> first((size_t)n_rows, 0), nk((size_t)n_rows);
+  for (int64_t r = 0; r < n_rows; ++r) nk[(size_t)r] = n_keys - n_rows + 1 + r;
+  const KvView view{k.data(), v.data(), n_keys, kStride};
+  const AttnRows rows{q.data(), kGroup * kHd, out.data(), kGroup * kHd, first.data(), nk.data(), (int)n_rows};
+  for (auto _ : state) {
+    if (together) attention_f16kv_rows(isa, rows, kGroup, kHd, view, scores.data());
+    else
+      for (int64_t r = 0; r < n_rows; ++r)
+        attention_f16kv(isa, q.data() + r * kGroup * kHd, kGroup, kHd, view, 0, nk[(size_t)r], scores.data(),
+                        out.data() + r * kGroup * kHd);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["ns/row-key"] = benchmark::Counter((double)(n_rows * n_keys), benchmark::Counter::kIsIterationInvariantRate |
+                                                                                  benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_AttentionRows)->ArgsProduct({{512}, {1, 2, 3, 5, 8, 16, 64}, {0, 1}})->ArgsProduct({{2048}, {5, 512}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 
 // Attention as a decode forward meets it: SmolLM2's 30 layers of 3 K/V heads (3 query heads each,
 // head_dim 64, rows of 192 f16), n_tok query tokens of a verify window (each its own call, token t

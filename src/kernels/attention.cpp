@@ -1,5 +1,7 @@
 #include "kernels/attention.h"
 
+#include <algorithm>
+
 #include "core/status.h"
 
 namespace dspark::kernels {
@@ -15,6 +17,26 @@ void attention_f16kv(Isa isa, const float* q, int n_q, int64_t head_dim, const K
     cpu::attention_f16kv_avx2(q, n_q, head_dim, kv, first_pos, n_keys, scores, out);
   else
     attention_f16kv_ref(q, n_q, head_dim, kv, first_pos, n_keys, scores, out);
+}
+
+void attention_f16kv_rows(Isa isa, const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) {
+  DSPARK_CHECK(rows.n_rows >= 0 && kv.n_extra == 0);
+  if (isa == Isa::kAvx512 && head_dim % 16 == 0 && rows.n_rows >= kRowsMin) {
+    DSPARK_CHECK(n_q >= 1 && n_q <= kMaxAttnHeads && head_dim <= kMaxHeadDim);
+    int64_t lo = rows.first_pos[0], hi = lo;
+    for (int r = 0; r < rows.n_rows; ++r) {
+      DSPARK_CHECK(rows.n_keys[r] >= 1);
+      lo = std::min(lo, rows.first_pos[r]);
+      hi = std::max(hi, rows.first_pos[r] + rows.n_keys[r]);
+    }
+    if ((hi - lo) * head_dim <= kRowsMaxKeyFloats) {
+      cpu::attention_f16kv_rows_avx512(rows, n_q, head_dim, kv, scores);
+      return;
+    }
+  }
+  for (int r = 0; r < rows.n_rows; ++r)
+    attention_f16kv(isa, rows.q + r * rows.q_stride, n_q, head_dim, kv, rows.first_pos[r], rows.n_keys[r], scores,
+                    rows.out + r * rows.out_stride);
 }
 
 }  // namespace dspark::kernels

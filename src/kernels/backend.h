@@ -138,6 +138,9 @@ class Backend {
   // Attention of n_q query heads over one K/V head's cache (kernels/attention.h numerics).
   virtual void attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
                          int64_t n_keys, float* scores, float* out) const = 0;
+  // Several rows of one sequence against one K/V head (kernels/attention.h, attention_f16kv_rows): each
+  // row's result is attention()'s for that row, bit for bit.
+  virtual void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const = 0;
   virtual int64_t argmax(const float* x, int64_t n) const = 0;  // first index of the largest value
 };
 

@@ -104,6 +104,9 @@ class CpuBackend final : public Backend {
                  float* scores, float* out) const override {
     attention_f16kv(isa_, q, n_q, head_dim, kv, first_pos, n_keys, scores, out);
   }
+  void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const override {
+    attention_f16kv_rows(isa_, rows, n_q, head_dim, kv, scores);
+  }
   int64_t argmax(const float* x, int64_t n) const override { return kernels::argmax(x, n); }
 
  private:

@@ -56,6 +56,9 @@ class PlannedCpuBackend final : public Backend {
                  float* scores, float* out) const override {
     in_.attention(q, n_q, head_dim, kv, first_pos, n_keys, scores, out);
   }
+  void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const override {
+    in_.attention_rows(rows, n_q, head_dim, kv, scores);
+  }
   int64_t argmax(const float* x, int64_t n) const override { return in_.argmax(x, n); }
 
  private:

@@ -83,6 +83,10 @@ void ProfilingBackend::attention(const float* q, int n_q, int64_t head_dim, cons
   timed("attention (thread time)", [&] { in_.attention(q, n_q, head_dim, kv, first_pos, n_keys, scores, out); },
         /*thread_time=*/true);
 }
+void ProfilingBackend::attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv,
+                                      float* scores) const {
+  timed("attention (thread time)", [&] { in_.attention_rows(rows, n_q, head_dim, kv, scores); }, /*thread_time=*/true);
+}
 int64_t ProfilingBackend::argmax(const float* x, int64_t n) const {
   int64_t r = 0;
   timed("argmax", [&] { r = in_.argmax(x, n); });

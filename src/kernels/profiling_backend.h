@@ -61,6 +61,7 @@ class ProfilingBackend final : public Backend {
   void f32_to_f16(const float* x, uint16_t* y, int64_t n) const override;
   void attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos, int64_t n_keys,
                  float* scores, float* out) const override;
+  void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const override;
   int64_t argmax(const float* x, int64_t n) const override;
 
  private:

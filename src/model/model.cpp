@@ -53,6 +53,9 @@ ForwardScratch::ForwardScratch(const kernels::Backend& backend, const ModelConfi
   row_n_anc.assign(rows, 0);
   row_out.resize(rows);
   attn_cost.resize(rows + 1);
+  const int64_t threads = p ? p->size() : 1;
+  attn_rows_first.resize((size_t)(rows * threads));
+  attn_rows_keys.resize((size_t)(rows * threads));
   row_token.resize(rows);
 }
 
@@ -313,10 +316,38 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
     const int64_t t = std::upper_bound(cost, cost + n + 1, rem) - cost - 1;  // the row whose span holds rem
     return std::min(total, g * n + t);
   };
+  // Rows of one session and K/V head that follow each other in a thread's run (a prefill chunk, a
+  // verify window) go to attention_rows together, which converts their keys once (same bits as a call
+  // per row, kernels/attention.h); tree rows, and runs of fewer than kernels::kRowsMin, a call each.
+  auto groupable = [&](int64_t t) { return w.row_n_anc[t] == 0; };
   auto job = [&](int ti, int nt) {
     float* scores = w.scores.data() + (size_t)ti * group * w.max_ctx;  // [group, max_ctx]
     const int64_t first = runs ? run_start(ti, nt) : ti, last = runs ? run_start(ti + 1, nt) : total;
+    int64_t* rows_first = w.attn_rows_first.data() + (size_t)ti * n;  // [n] per thread
+    int64_t* rows_keys = w.attn_rows_keys.data() + (size_t)ti * n;
     for (int64_t idx = first; idx < last; idx += runs ? 1 : nt) {
+      if (runs && groupable(idx % n)) {
+        const int64_t t0 = idx % n, g = idx / n;
+        int64_t end = idx + 1;  // rows t0 .. t0 + (end - idx) - 1 of head g
+        while (end < last && end / n == g && groupable(end % n) &&
+               w.row_session[end % n] == w.row_session[t0])
+          ++end;
+        const int64_t nr = end - idx;
+        if (nr >= kernels::kRowsMin) {
+          const KvCache& kv = w.row_session[t0]->kv_;
+          for (int64_t r = 0; r < nr; ++r) {
+            const int64_t pos = w.row_pos[t0 + r];
+            rows_first[r] = kv.first_visible(il, pos);
+            rows_keys[r] = pos - rows_first[r] + 1;
+          }
+          const kernels::AttnRows rows{w.q.data() + t0 * q_dim + g * group * hd, q_dim,
+                                       w.attn.data() + t0 * q_dim + g * group * hd, q_dim, rows_first, rows_keys,
+                                       (int)nr};
+          be_->attention_rows(rows, (int)group, hd, kv.view(il, g), scores);
+          idx = end - 1;
+          continue;
+        }
+      }
       const int64_t t = runs ? idx % n : idx / (c.n_head_kv * split);
       const int64_t g = runs ? idx / n : idx / split % c.n_head_kv, part = runs ? 0 : idx % split;
       const int64_t h0 = group * part / split, h1 = group * (part + 1) / split;  // query heads of this part

@@ -98,6 +98,7 @@ struct ForwardScratch {
   std::vector<int64_t> row_n_anc;  //   ... and their count (root first, r itself last); 0 = no tree
   std::vector<int64_t> row_out;    // row index in its session's outputs (taps, kAll logits)
   std::vector<int64_t> attn_cost;  // [rows + 1] attention's prefix sums of the rows' key counts (one layer)
+  std::vector<int64_t> attn_rows_first, attn_rows_keys;  // [threads, rows] attention_rows' per-row key ranges
   std::vector<int32_t> row_token;
   ArgmaxScratch argmax;            // ArgmaxHead::run's buffers and counters (host memory)
 };

@@ -1,8 +1,10 @@
 // AVX-512 attention over an f16 K/V cache (see kernels/attention.h).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/attention_f32.h"
@@ -71,6 +73,7 @@ struct V512 {
 
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/attention_f32_impl.h"
+#include "kernels/cpu/attention_rows_impl.h"
 
 }  // namespace
 
@@ -84,6 +87,10 @@ void attention_reduce_w_avx512(const float* x, float* block, float* single) {
 void attention_f16kv_avx512(const float* q, int n_q, int64_t hd, const KvView& kv, int64_t first_pos, int64_t n_keys,
                             float* scores, float* out) {
   AttentionImpl<V512>::run(q, n_q, hd, kv, first_pos, n_keys, scores, out);
+}
+
+void attention_f16kv_rows_avx512(const AttnRows& rows, int n_q, int64_t hd, const KvView& kv, float* scores) {
+  AttentionRowsImpl<V512>::run(rows, n_q, hd, kv, scores);
 }
 
 void attention_f32_avx512(const float* const* q, float* const* out, int64_t n_q, int64_t hd, const F32Rows* segs, int n_segs,

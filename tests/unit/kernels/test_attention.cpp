@@ -47,6 +47,50 @@ TEST(Attention, SimdMatchesReference) {
   }
 }
 
+// Several rows at once (a prefill chunk, a verify window) == a call per row, bit for bit: causal rows
+// (row r sees one key more than row r - 1), rows with their own windows (sliding-window layers),
+// ring wrap, head dims 16 / 64 / 256, 1-8 query heads, key counts off the 16-key blocks.
+TEST(Attention, RowsMatchOneRowBitwise) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> nd(0, 1);
+  for (int64_t hd : {16, 64, 256}) {
+    for (int n_q : {1, 3, 4, 5, 8}) {
+      for (int n_rows : {1, 2, 5, 8, 17}) {
+        for (int64_t first : {0, 3, 29}) {
+          for (bool window : {false, true}) {
+            const int64_t capacity = 96, stride = hd * 2 + 16;  // head 1 of two, padded rows
+            std::vector<uint16_t> k(capacity * stride), v(capacity * stride);
+            for (auto& x : k) x = fp32_to_fp16(nd(rng));
+            for (auto& x : v) x = fp32_to_fp16(nd(rng));
+            const KvView view{k.data() + hd, v.data() + hd, capacity, stride};
+            std::vector<int64_t> fp(n_rows), nk(n_rows);
+            for (int r = 0; r < n_rows; ++r) {
+              const int64_t pos = 60 + first + r;  // slots wrap past 96
+              fp[r] = window ? pos - std::min<int64_t>(pos, 19) : first;
+              nk[r] = pos - fp[r] + 1;
+            }
+            const int64_t q_stride = n_q * hd + 16;
+            std::vector<float> q(n_rows * q_stride), got(n_rows * q_stride, 7.f), want(got);
+            for (auto& x : q) x = nd(rng) * 0.3f;
+            std::vector<float> s(n_q * 200);
+            for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+              if (isa > detect_isa()) continue;
+              for (int r = 0; r < n_rows; ++r)
+                attention_f16kv(isa, q.data() + r * q_stride, n_q, hd, view, fp[r], nk[r], s.data(),
+                                want.data() + r * q_stride);
+              const AttnRows rows{q.data(), q_stride, got.data(), q_stride, fp.data(), nk.data(), n_rows};
+              attention_f16kv_rows(isa, rows, n_q, hd, view, s.data());
+              ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+                  << isa_name(isa) << " hd " << hd << " n_q " << n_q << " rows " << n_rows << " first " << first
+                  << " window " << window;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Query heads are grouped so a K/V row is read once per group of up to 4; a head's result must not
 // depend on the grouping (n_q heads at once == each head alone, bitwise), or a GQA model's output
 // would change with its head count.
