@@ -181,6 +181,19 @@ struct AttentionImpl {
     }
   }
 
+  // pass(G-tag, h) for the query heads in groups of up to 4 from h = 0, then the rest in one group.
+  template <class Pass>
+  static void head_groups(int n_q, Pass&& pass) {
+    int h = 0;
+    for (; h + 4 <= n_q; h += 4) pass(std::integral_constant<int, 4>{}, h);
+    switch (n_q - h) {
+      case 3: pass(std::integral_constant<int, 3>{}, h); break;
+      case 2: pass(std::integral_constant<int, 2>{}, h); break;
+      case 1: pass(std::integral_constant<int, 1>{}, h); break;
+      default: break;
+    }
+  }
+
   // n_main contiguous keys from first_pos, then kv.n_extra more; scores: [n_q, n_main + kv.n_extra].
   static void run(const float* q, int n_q, int64_t hd, const dspark::kernels::KvView& kv, int64_t first_pos,
                   int64_t n_main, float* scores, float* out) {
@@ -190,16 +203,7 @@ struct AttentionImpl {
     // Query heads sharing this K/V row in groups of up to 4, so each K/V row is read once per group
     // (GQA groups of 3, as SmolLM2's, are one group). Each head's sums are its own: any grouping
     // gives the same bits. pass(G-tag, h) runs one group of G heads starting at h.
-    auto groups = [n_q](auto&& pass) {
-      int h = 0;
-      for (; h + 4 <= n_q; h += 4) pass(std::integral_constant<int, 4>{}, h);
-      switch (n_q - h) {
-        case 3: pass(std::integral_constant<int, 3>{}, h); break;
-        case 2: pass(std::integral_constant<int, 2>{}, h); break;
-        case 1: pass(std::integral_constant<int, 1>{}, h); break;
-        default: break;
-      }
-    };
+    auto groups = [n_q](auto&& pass) { head_groups(n_q, pass); };
     auto body = [&](auto tree) {
       constexpr bool kTree = decltype(tree)::value;
       groups([&](auto g, int h) { scores_group<decltype(g)::value, kTree>(qh, h, hd, kv, first_pos, n_main, scores); });

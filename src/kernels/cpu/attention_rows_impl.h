@@ -82,37 +82,23 @@ struct AttentionRowsImpl {
       for (int g = 0; g < G; ++g) a[g] = V::fmadd(V::set1(q[g * hd + l + 16 * c]), k, c == 0 ? V::zero() : a[g]);
     }
   }
-  template <int G, int kC>
-  __attribute__((always_inline)) static inline void pair8(const float* q, int64_t hd, const float* blk, int i, reg* b) {
-    reg x[G], y[G];
-    chain<G, kC>(q, hd, blk, i, x);
-    chain<G, kC>(q, hd, blk, i + 8, y);
+  // tree<kSpan>(i): the partial sum the reduction forms from kSpan lane chains: tree<1>(i) = A(i),
+  // tree<2k>(i) = tree<k>(i) + tree<k>(i + 16 / 2k); tree<16>(0) is the score.
+  template <int G, int kC, int kSpan>
+  __attribute__((always_inline)) static inline void tree(const float* q, int64_t hd, const float* blk, int i, reg* out) {
+    if constexpr (kSpan == 1) {
+      chain<G, kC>(q, hd, blk, i, out);
+    } else {
+      reg x[G], y[G];
+      tree<G, kC, kSpan / 2>(q, hd, blk, i, x);
+      tree<G, kC, kSpan / 2>(q, hd, blk, i + 16 / kSpan, y);
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) b[g] = _mm512_add_ps(x[g], y[g]);
-  }
-  template <int G, int kC>
-  __attribute__((always_inline)) static inline void pair4(const float* q, int64_t hd, const float* blk, int i, reg* c) {
-    reg x[G], y[G];
-    pair8<G, kC>(q, hd, blk, i, x);
-    pair8<G, kC>(q, hd, blk, i + 4, y);
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) c[g] = _mm512_add_ps(x[g], y[g]);
-  }
-  template <int G, int kC>
-  __attribute__((always_inline)) static inline void pair2(const float* q, int64_t hd, const float* blk, int i, reg* d) {
-    reg x[G], y[G];
-    pair4<G, kC>(q, hd, blk, i, x);
-    pair4<G, kC>(q, hd, blk, i + 2, y);
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) d[g] = _mm512_add_ps(x[g], y[g]);
+      for (int g = 0; g < G; ++g) out[g] = _mm512_add_ps(x[g], y[g]);
+    }
   }
   template <int G, int kC>
   static void block_scores(const float* q, int64_t hd, const float* blk, reg* S) {
-    reg x[G], y[G];
-    pair2<G, kC>(q, hd, blk, 0, x);
-    pair2<G, kC>(q, hd, blk, 1, y);
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) S[g] = _mm512_add_ps(x[g], y[g]);
+    tree<G, kC, 16>(q, hd, blk, 0, S);
   }
 
   // scores[(h0 + g) * n + j] for the row's keys kt indices [i0, i0 + n), heads h0 .. h0 + G - 1.
@@ -154,8 +140,9 @@ struct AttentionRowsImpl {
       for (int g = 0; g < G; ++g)
 #pragma GCC unroll 8
         for (int b = 0; b < CB; ++b) acc[r][g][b] = acc_io.a[r][g][b];
-    const float* p0 = p[0] + h0 * n[0] + (lo - first[0]);  // row 0's probability of position lo, head h0
-    const float* p1 = p[1] + h0 * n[1] + (lo - first[1]);
+    constexpr bool kActive[2] = {A0, A1};
+    // row r's probability of position lo for head h0
+    const float* pr[2] = {p[0] + h0 * n[0] + (lo - first[0]), p[1] + h0 * n[1] + (lo - first[1])};
     int64_t slot = lo % kv.capacity;
     for (int64_t i = 0; i < hi - lo; ++i) {
       const uint16_t* v = kv.v + slot * kv.stride + c0;
@@ -163,20 +150,14 @@ struct AttentionRowsImpl {
       reg vb[CB];
 #pragma GCC unroll 8
       for (int b = 0; b < CB; ++b) vb[b] = V::load_h(v + b * 16);
-      if constexpr (A0) {
+#pragma GCC unroll 2
+      for (int r = 0; r < 2; ++r) {
+        if (!kActive[r]) continue;
 #pragma GCC unroll 4
         for (int g = 0; g < G; ++g) {
-          const reg pj = V::set1(p0[g * n[0] + i]);
+          const reg pj = V::set1(pr[r][g * n[r] + i]);
 #pragma GCC unroll 8
-          for (int b = 0; b < CB; ++b) acc[0][g][b] = V::fmadd(pj, vb[b], acc[0][g][b]);
-        }
-      }
-      if constexpr (A1) {
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
-          const reg pj = V::set1(p1[g * n[1] + i]);
-#pragma GCC unroll 8
-          for (int b = 0; b < CB; ++b) acc[1][g][b] = V::fmadd(pj, vb[b], acc[1][g][b]);
+          for (int b = 0; b < CB; ++b) acc[r][g][b] = V::fmadd(pj, vb[b], acc[r][g][b]);
         }
       }
     }
@@ -235,16 +216,7 @@ struct AttentionRowsImpl {
     kt.resize((size_t)((p1 - p0 + 15) / 16 * 16 * hd));
     transpose_keys(kv, p0, p1 - p0, hd, kt.data());
     alignas(64) float qh[dspark::kernels::kMaxAttnHeads * dspark::kernels::kMaxHeadDim];
-    auto groups = [n_q](auto&& pass) {  // as the one-row kernel: heads in groups of 4, then the rest
-      int h = 0;
-      for (; h + 4 <= n_q; h += 4) pass(std::integral_constant<int, 4>{}, h);
-      switch (n_q - h) {
-        case 3: pass(std::integral_constant<int, 3>{}, h); break;
-        case 2: pass(std::integral_constant<int, 2>{}, h); break;
-        case 1: pass(std::integral_constant<int, 1>{}, h); break;
-        default: break;
-      }
-    };
+    auto groups = [n_q](auto&& pass) { One::head_groups(n_q, pass); };  // as the one-row kernel's
     thread_local std::vector<float> scores2;  // the second row of a pair
     int64_t max_n = 0;
     for (int r = 0; r < rows.n_rows; ++r) max_n = std::max(max_n, rows.n_keys[r]);
