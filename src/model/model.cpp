@@ -325,8 +325,9 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
     const int64_t first = runs ? run_start(ti, nt) : ti, last = runs ? run_start(ti + 1, nt) : total;
     int64_t* rows_first = w.attn_rows_first.data() + (size_t)ti * n;  // [n] per thread
     int64_t* rows_keys = w.attn_rows_keys.data() + (size_t)ti * n;
+    int64_t single_until = first;  // jobs before it belong to a group found too short: a call each
     for (int64_t idx = first; idx < last; idx += runs ? 1 : nt) {
-      if (runs && groupable(idx % n)) {
+      if (runs && idx >= single_until && groupable(idx % n)) {
         const int64_t t0 = idx % n, g = idx / n;
         int64_t end = idx + 1;  // rows t0 .. t0 + (end - idx) - 1 of head g
         while (end < last && end / n == g && groupable(end % n) &&
@@ -347,6 +348,7 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
           idx = end - 1;
           continue;
         }
+        single_until = end;
       }
       const int64_t t = runs ? idx % n : idx / (c.n_head_kv * split);
       const int64_t g = runs ? idx / n : idx / split % c.n_head_kv, part = runs ? 0 : idx % split;

@@ -68,9 +68,9 @@ struct AttentionRowsImpl {
     }
   }
 
-  // S[g] = the 16 scores of block blk ([hd][16]) for query heads q + g * hd, each lane summed as the
-  // one-row kernel sums it: lane chains A(l), then pairs (l, l+8), (i, i+4), (i, i+2), (0, 1), in an
-  // order that keeps few partial sums alive. kC: hd / 16 when known at compile time (0: runtime).
+  // a[g] = lane chain A(l) of the 16 keys of block blk ([hd][16]) for query head q + g * hd: the sum over
+  // c in order of q[l + 16 c] * k[l + 16 c], as the one-row kernel's lane l sums it. kC: hd / 16 when
+  // known at compile time (0: runtime).
   template <int G, int kC>
   __attribute__((always_inline)) static inline void chain(const float* q, int64_t hd, const float* blk, int l, reg* a) {
     const int64_t n_c = kC > 0 ? kC : hd / 16;
@@ -96,6 +96,8 @@ struct AttentionRowsImpl {
       for (int g = 0; g < G; ++g) out[g] = _mm512_add_ps(x[g], y[g]);
     }
   }
+  // S[g] = the 16 scores of block blk for query heads q + g * hd: the lane chains combined by the one-row
+  // kernel's reduction tree, in an order that keeps few partial sums alive.
   template <int G, int kC>
   static void block_scores(const float* q, int64_t hd, const float* blk, reg* S) {
     tree<G, kC, 16>(q, hd, blk, 0, S);
