@@ -55,7 +55,8 @@ struct AttnRows {
 // Other ISAs run a call per row. scores: scratch [n_q, max n_keys] f32.
 // Fewer rows than kRowsMin (measured: 5 rows at 512 keys no faster, 8 rows 1.07x, 64 rows 1.23x,
 // BM_AttentionRows, Intel Xeon family 6 model 207) or a key range of more than kRowsMaxKeyFloats f32
-// once converted (16 MB of scratch per thread) take a call per row.
+// once converted (16 MB of scratch per thread for the keys, as much again for the values of 16 rows or
+// more) take a call per row.
 inline constexpr int kRowsMin = 8;
 inline constexpr int64_t kRowsMaxKeyFloats = int64_t{4} << 20;
 void attention_f16kv_rows(Isa isa, const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores);

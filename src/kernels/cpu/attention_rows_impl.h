@@ -123,7 +123,49 @@ struct AttentionRowsImpl {
     }
   }
 
-  // Values of two rows at once, each converted V chunk used for both: out_r[h] = sum over row r's keys
+  // Where the value pass reads V: at(pos) is a cursor at position pos; load(c) the 16 values from
+  // column c as f32, next() the following position.
+  // - CacheValues: the cache's f16 rows, converted as they are read (a conversion per 16 values per pair
+  //   of rows).
+  // - F32Values: the group's V rows converted to f32 once (exact) in position order, for groups of
+  //   kValuesF32MinRows rows or more: BM_AttentionRows (Intel Xeon family 6 model 207), ns per row-key,
+  //   512 keys: 8 rows 12.5 -> 12.9-13.3 (twice the bytes to stream for 4 pairs), 16 rows 11.5 -> 11.1-11.3,
+  //   64 rows 10.3-10.9 -> 9.6-10.1; 512 rows x 2,048 keys 8.9-9.3 -> 8.3-8.4.
+  static constexpr int kValuesF32MinRows = 16;
+  struct CacheValues {
+    const dspark::kernels::KvView* kv;
+    struct Cursor {
+      const dspark::kernels::KvView* kv;
+      int64_t slot;
+      reg load(int64_t c) const { return V::load_h(kv->v + slot * kv->stride + c); }
+      void next() {
+        if (++slot == kv->capacity) slot = 0;
+      }
+    };
+    Cursor at(int64_t pos) const { return {kv, pos % kv->capacity}; }
+  };
+  struct F32Values {
+    const float* v;  // [n][hd], position p0 first
+    int64_t p0, hd;
+    struct Cursor {
+      const float* row;
+      int64_t hd;
+      reg load(int64_t c) const { return V::load(row + c); }
+      void next() { row += hd; }
+    };
+    Cursor at(int64_t pos) const { return {v + (pos - p0) * hd, hd}; }
+  };
+  // vf <- values [p0, p0 + n) of the view as f32, [n][hd].
+  static void convert_values(const dspark::kernels::KvView& kv, int64_t p0, int64_t n, int64_t hd, float* vf) {
+    int64_t slot = p0 % kv.capacity;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t* row = kv.v + slot * kv.stride;
+      if (++slot == kv.capacity) slot = 0;
+      for (int64_t c = 0; c < hd; c += 16) V::store(vf + i * hd + c, V::load_h(row + c));
+    }
+  }
+
+  // Values of two rows at once, each V chunk loaded once for both: out_r[h] = sum over row r's keys
   // (in order) of p_r[h][j] * V[j], for CB column chunks from c0 and heads h0 .. h0 + G - 1; each
   // accumulator sums its keys in order, as the one-row kernel's values_pass does, so the bits are its.
   // Keys only one row sees (before or after the other's range) are summed for that row alone.
@@ -132,9 +174,9 @@ struct AttentionRowsImpl {
     reg a[2][G][CB];
   };
   // Positions [lo, hi), seen by row 0 (A0) and / or row 1 (A1); the accumulators in registers throughout.
-  template <bool A0, bool A1, int G, int CB>
+  template <bool A0, bool A1, int G, int CB, class Src>
   static void values_seg(Acc<G, CB>& acc_io, const float* const* p, const int64_t* first, const int64_t* n, int h0,
-                         int64_t c0, const dspark::kernels::KvView& kv, int64_t lo, int64_t hi) {
+                         int64_t c0, const Src& vf, int64_t lo, int64_t hi) {
     reg acc[2][G][CB];
 #pragma GCC unroll 2
     for (int r = 0; r < 2; ++r)
@@ -145,13 +187,11 @@ struct AttentionRowsImpl {
     constexpr bool kActive[2] = {A0, A1};
     // row r's probability of position lo for head h0
     const float* pr[2] = {p[0] + h0 * n[0] + (lo - first[0]), p[1] + h0 * n[1] + (lo - first[1])};
-    int64_t slot = lo % kv.capacity;
-    for (int64_t i = 0; i < hi - lo; ++i) {
-      const uint16_t* v = kv.v + slot * kv.stride + c0;
-      if (++slot == kv.capacity) slot = 0;
+    auto cur = vf.at(lo);
+    for (int64_t i = 0; i < hi - lo; ++i, cur.next()) {
       reg vb[CB];
 #pragma GCC unroll 8
-      for (int b = 0; b < CB; ++b) vb[b] = V::load_h(v + b * 16);
+      for (int b = 0; b < CB; ++b) vb[b] = cur.load(c0 + b * 16);
 #pragma GCC unroll 2
       for (int r = 0; r < 2; ++r) {
         if (!kActive[r]) continue;
@@ -171,9 +211,9 @@ struct AttentionRowsImpl {
         for (int b = 0; b < CB; ++b) acc_io.a[r][g][b] = acc[r][g][b];
   }
 
-  template <int G, int CB>
+  template <int G, int CB, class Src>
   static void values_pair(const float* const* p, const int64_t* first, const int64_t* n, int h0, int64_t c0,
-                          const dspark::kernels::KvView& kv, int64_t hd, float* const* out) {
+                          const Src& vf, int64_t hd, float* const* out) {
     Acc<G, CB> acc;
     for (int r = 0; r < 2; ++r)
       for (int g = 0; g < G; ++g)
@@ -181,14 +221,14 @@ struct AttentionRowsImpl {
     const int64_t e0 = first[0] + n[0], e1 = first[1] + n[1];
     const int64_t lo = std::max(first[0], first[1]), hi = std::min(e0, e1);
     if (lo >= hi) {  // disjoint ranges: each alone
-      values_seg<true, false>(acc, p, first, n, h0, c0, kv, first[0], e0);
-      values_seg<false, true>(acc, p, first, n, h0, c0, kv, first[1], e1);
+      values_seg<true, false>(acc, p, first, n, h0, c0, vf, first[0], e0);
+      values_seg<false, true>(acc, p, first, n, h0, c0, vf, first[1], e1);
     } else {
-      if (first[0] < lo) values_seg<true, false>(acc, p, first, n, h0, c0, kv, first[0], lo);
-      if (first[1] < lo) values_seg<false, true>(acc, p, first, n, h0, c0, kv, first[1], lo);
-      values_seg<true, true>(acc, p, first, n, h0, c0, kv, lo, hi);
-      if (e0 > hi) values_seg<true, false>(acc, p, first, n, h0, c0, kv, hi, e0);
-      if (e1 > hi) values_seg<false, true>(acc, p, first, n, h0, c0, kv, hi, e1);
+      if (first[0] < lo) values_seg<true, false>(acc, p, first, n, h0, c0, vf, first[0], lo);
+      if (first[1] < lo) values_seg<false, true>(acc, p, first, n, h0, c0, vf, first[1], lo);
+      values_seg<true, true>(acc, p, first, n, h0, c0, vf, lo, hi);
+      if (e0 > hi) values_seg<true, false>(acc, p, first, n, h0, c0, vf, hi, e0);
+      if (e1 > hi) values_seg<false, true>(acc, p, first, n, h0, c0, vf, hi, e1);
     }
     for (int r = 0; r < 2; ++r)
       for (int g = 0; g < G; ++g)
@@ -197,14 +237,14 @@ struct AttentionRowsImpl {
 
   // Both rows' values for heads h0 .. h0 + G - 1, in passes of CB chunks (2 * G * CB accumulators and CB
   // chunks of V within the 32 registers), the remaining chunks one at a time.
-  template <int G>
+  template <int G, class Src>
   static void values_pair_group(const float* const* p, const int64_t* first, const int64_t* n, int h0,
-                                const dspark::kernels::KvView& kv, int64_t hd, float* const* out) {
+                                const Src& vf, int64_t hd, float* const* out) {
     constexpr int kFit = (V::kRegs - 2) / (2 * G + 1);
     constexpr int CB = kFit < 4 ? kFit : 4;
     int64_t c = 0;
-    for (; c + CB * 16 <= hd; c += CB * 16) values_pair<G, CB>(p, first, n, h0, c, kv, hd, out);
-    for (; c < hd; c += 16) values_pair<G, 1>(p, first, n, h0, c, kv, hd, out);
+    for (; c + CB * 16 <= hd; c += CB * 16) values_pair<G, CB>(p, first, n, h0, c, vf, hd, out);
+    for (; c < hd; c += 16) values_pair<G, 1>(p, first, n, h0, c, vf, hd, out);
   }
 
   static void run(const dspark::kernels::AttnRows& rows, int n_q, int64_t hd, const dspark::kernels::KvView& kv,
@@ -217,6 +257,12 @@ struct AttentionRowsImpl {
     thread_local std::vector<float> kt;
     kt.resize((size_t)((p1 - p0 + 15) / 16 * 16 * hd));
     transpose_keys(kv, p0, p1 - p0, hd, kt.data());
+    thread_local std::vector<float> vbuf;
+    const bool f32_values = rows.n_rows >= kValuesF32MinRows;
+    if (f32_values) {
+      vbuf.resize((size_t)((p1 - p0) * hd));
+      convert_values(kv, p0, p1 - p0, hd, vbuf.data());
+    }
     alignas(64) float qh[dspark::kernels::kMaxAttnHeads * dspark::kernels::kMaxHeadDim];
     auto groups = [n_q](auto&& pass) { One::head_groups(n_q, pass); };  // as the one-row kernel's
     thread_local std::vector<float> scores2;  // the second row of a pair
@@ -241,7 +287,11 @@ struct AttentionRowsImpl {
       const float* p[2] = {scores, scores2.data()};
       float* out[2] = {rows.out + r * rows.out_stride, rows.out + (r + 1) * rows.out_stride};
       groups([&](auto g, int h) {
-        values_pair_group<decltype(g)::value>(p, rows.first_pos + r, rows.n_keys + r, h, kv, hd, out);
+        constexpr int G = decltype(g)::value;
+        if (f32_values)
+          values_pair_group<G>(p, rows.first_pos + r, rows.n_keys + r, h, F32Values{vbuf.data(), p0, hd}, hd, out);
+        else
+          values_pair_group<G>(p, rows.first_pos + r, rows.n_keys + r, h, CacheValues{&kv}, hd, out);
       });
     }
     for (; r < rows.n_rows; ++r) {
