@@ -116,6 +116,10 @@ bool packed_kernels_avx2(DType t, KernelSet* out);
 // The x16 layout (kernels/packed.h) under AVX-512 VNNI (packed16_avx512.cpp), rows [r0, r1) with r0
 // a multiple of 16.
 bool packed16_kernels_avx512(DType t, KernelSet* out);
+// The ActKind kQ8_0 / kQ8_1 quantizer under AVX-512 (quantize_avx512.cpp), bitwise the AVX2 one's
+// (gemm_impl.h quantize_q8_32): int8 q, or u = q + 128 (biased, as the AVX-512 kernels take them).
+void quantize_q8_32_avx512(const float* x, uint8_t* dst, const ActLayout& L);
+void quantize_q8_32_avx512_biased(const float* x, uint8_t* dst, const ActLayout& L);
 
 // AMX-INT8 path for n_tokens >= amx_min_tokens(type) (gemm_amx.cpp; call only when amx_usable()).
 // It takes the AVX-512 kernels' packed activations after amx_prepare_act (qs back to signed int8,

@@ -349,6 +349,8 @@ template <class R>
 bool kernel_set(DType t, KernelSet* out) {
   // Biased records take the AVX-512 quantizer's u = q + 128, the others int8 q (the AVX2 quantizer).
   if (!(R::kBiased ? kernels_avx512(t, out) : kernels_avx2(t, out))) return false;
+  if (out->act == ActKind::kQ8_0 || out->act == ActKind::kQ8_1)  // the same bytes, 16 blocks at a time
+    out->quantize = R::kBiased ? &quantize_q8_32_avx512_biased : &quantize_q8_32_avx512;
   out->gemm = &gemm_packed16<R>;
   return true;
 }

@@ -229,6 +229,41 @@ TEST(SimdAmx, ManyTokens) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, SimdVsRef, ::testing::ValuesIn(test::all_weight_types()),
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
+// The AVX-512 quantizer of the 32-element block formats (16 blocks reduced at once) writes the
+// AVX2 one's bytes: q (int8, or biased u = q + 128 against the AVX-512 kernels' own), d and, for Q8_1,
+// s; rows of 1-40 blocks (a tail of fewer than 16 padded), every data pattern, exact ties of |x|.
+TEST(SimdQuantizer, Avx512BlocksOf16MatchAvx2) {
+  if (detect_isa() < Isa::kAvx512) GTEST_SKIP() << "needs AVX-512";
+  Rng rng(17);
+  for (DType wt : {DType::Q8_0, DType::Q4_1}) {
+    for (bool biased : {false, true}) {
+      cpu::KernelSet ks;  // the reference: the AVX2 quantizer (int8) or the AVX-512 kernels' (biased)
+      ASSERT_TRUE(biased ? cpu::kernels_avx512(wt, &ks) : cpu::kernels_avx2(wt, &ks));
+      auto fn = biased ? &cpu::quantize_q8_32_avx512_biased : &cpu::quantize_q8_32_avx512;
+      for (int64_t nb : {1, 2, 15, 16, 17, 18, 32, 40, 48}) {
+        const int64_t n = 32 * nb;
+        const auto L = cpu::act_layout(ks.act, n);
+        for (auto p : {test::Pattern::kRandom, test::Pattern::kZeroBlocks, test::Pattern::kAllEqual,
+                       test::Pattern::kLarge}) {
+          auto x = test::make_values(rng, n, p);
+          if (nb > 3) {  // both signs reaching a block's amax, and a block's amax at its last element
+            x[40] = 3.5f, x[41] = -3.5f;
+            x[95] = 9.f;
+          }
+          std::vector<uint8_t> want(L.stride, 0xAB), got(L.stride, 0xAB);
+          ks.quantize(x.data(), want.data(), L);
+          fn(x.data(), got.data(), L);
+          ASSERT_EQ(0, std::memcmp(want.data(), got.data(), (size_t)n)) << dtype_name(wt) << " q, blocks " << nb;
+          ASSERT_EQ(0, std::memcmp(want.data() + L.off_d, got.data() + L.off_d, (size_t)nb * 4)) << "d, blocks " << nb;
+          if (ks.act == cpu::ActKind::kQ8_1) {
+            ASSERT_EQ(0, std::memcmp(want.data() + L.off_s, got.data() + L.off_s, (size_t)nb * 4)) << "s, blocks " << nb;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The SIMD Q8_K quantizer is bit-exact with quantize_row_q8_K_ref; Q8_0 may differ by one unit
 // on ties (ggml's AVX2 quantizer rounds half to even), so random data must match exactly.
 TEST(SimdQuantizer, MatchesRefOnRandomData) {
