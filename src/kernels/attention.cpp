@@ -39,4 +39,15 @@ void attention_f16kv_rows(Isa isa, const AttnRows& rows, int n_q, int64_t head_d
                     rows.out + r * rows.out_stride);
 }
 
+bool attention_split_supported(Isa isa, int64_t head_dim) {
+  return isa >= Isa::kAvx2 && head_dim % 16 == 0 && head_dim <= kMaxHeadDim;
+}
+
+void attention_f16kv_split(Isa isa, const AttnSplit& s, int phase, int part, float* p) {
+  DSPARK_CHECK(attention_split_supported(isa, s.head_dim) && s.n_q >= 1 && s.n_q <= kMaxAttnHeads && s.n_keys >= 1 &&
+               s.kv.n_extra == 0 && s.n_parts >= 1 && part >= 0 && part < s.n_parts && phase >= 0 && phase <= 2);
+  if (isa == Isa::kAvx512) cpu::attention_f16kv_split_avx512(s, phase, part, p);
+  else cpu::attention_f16kv_split_avx2(s, phase, part, p);
+}
+
 }  // namespace dspark::kernels

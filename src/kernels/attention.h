@@ -61,7 +61,35 @@ inline constexpr int kRowsMin = 8;
 inline constexpr int64_t kRowsMaxKeyFloats = int64_t{4} << 20;
 void attention_f16kv_rows(Isa isa, const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores);
 
+// One query row's attention (decode) split over n_parts threads, for caches long enough that one
+// thread streaming a K/V head alone is the bottleneck: part p computes the scores of its share of the
+// keys (blocks of 16), then their exp and per-chunk sums, then every column chunk of its share of the
+// output over all keys. The caller runs phase 0 for every part, then phase 1, then phase 2, with a
+// join between phases; the output is attention_f16kv's, bit for bit (the same scores, the same
+// maximum, the same chunk sums added in the same order, the same value chains per column).
+// AVX2 / AVX-512 with head_dim a multiple of 16 (attention_split_supported).
+struct AttnSplit {
+  const float* q = nullptr;  // [n_q, head_dim] f32, already scaled
+  int n_q = 0;
+  int64_t head_dim = 0;
+  KvView kv;                 // no extra keys
+  int64_t first_pos = 0, n_keys = 0;
+  int n_parts = 0;
+  float* scores = nullptr;      // [n_q, n_keys] shared by the parts
+  float* part_max = nullptr;    // [n_parts, n_q]
+  float* chunk_sums = nullptr;  // [n_q, n_keys / 8 + 1]
+  float* out = nullptr;         // [n_q, head_dim]
+  // Phase 2: part p computes output columns [cols[p], cols[p + 1]) (multiples of 16, a part may have
+  // none); nullptr: head_dim shared out evenly in 16-column chunks.
+  const int64_t* cols = nullptr;  // [n_parts + 1]
+};
+bool attention_split_supported(Isa isa, int64_t head_dim);
+// p: the part's own scratch [n_q, n_keys] f32 (phase 2: the probabilities it sums with).
+void attention_f16kv_split(Isa isa, const AttnSplit& s, int phase, int part, float* p);
+
 namespace cpu {
+void attention_f16kv_split_avx2(const AttnSplit& s, int phase, int part, float* p);
+void attention_f16kv_split_avx512(const AttnSplit& s, int phase, int part, float* p);
 void attention_f16kv_avx2(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,
                           int64_t n_keys, float* scores, float* out);
 void attention_f16kv_avx512(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos,

@@ -141,6 +141,10 @@ class Backend {
   // Several rows of one sequence against one K/V head (kernels/attention.h, attention_f16kv_rows): each
   // row's result is attention()'s for that row, bit for bit.
   virtual void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const = 0;
+  // One row's attention split over threads in three phases (kernels/attention.h, AttnSplit): the same
+  // bits as attention(). Only where attention_split_ok(head_dim).
+  virtual bool attention_split_ok(int64_t head_dim) const = 0;
+  virtual void attention_split(const AttnSplit& s, int phase, int part, float* p) const = 0;
   virtual int64_t argmax(const float* x, int64_t n) const = 0;  // first index of the largest value
 };
 

@@ -107,6 +107,10 @@ class CpuBackend final : public Backend {
   void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const override {
     attention_f16kv_rows(isa_, rows, n_q, head_dim, kv, scores);
   }
+  bool attention_split_ok(int64_t head_dim) const override { return attention_split_supported(isa_, head_dim); }
+  void attention_split(const AttnSplit& s, int phase, int part, float* p) const override {
+    attention_f16kv_split(isa_, s, phase, part, p);
+  }
   int64_t argmax(const float* x, int64_t n) const override { return kernels::argmax(x, n); }
 
  private:

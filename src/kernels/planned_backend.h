@@ -59,6 +59,10 @@ class PlannedCpuBackend final : public Backend {
   void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const override {
     in_.attention_rows(rows, n_q, head_dim, kv, scores);
   }
+  bool attention_split_ok(int64_t head_dim) const override { return in_.attention_split_ok(head_dim); }
+  void attention_split(const AttnSplit& s, int phase, int part, float* p) const override {
+    in_.attention_split(s, phase, part, p);
+  }
   int64_t argmax(const float* x, int64_t n) const override { return in_.argmax(x, n); }
 
  private:

@@ -87,6 +87,9 @@ void ProfilingBackend::attention_rows(const AttnRows& rows, int n_q, int64_t hea
                                       float* scores) const {
   timed("attention (thread time)", [&] { in_.attention_rows(rows, n_q, head_dim, kv, scores); }, /*thread_time=*/true);
 }
+void ProfilingBackend::attention_split(const AttnSplit& s, int phase, int part, float* p) const {
+  timed("attention (thread time)", [&] { in_.attention_split(s, phase, part, p); }, /*thread_time=*/true);
+}
 int64_t ProfilingBackend::argmax(const float* x, int64_t n) const {
   int64_t r = 0;
   timed("argmax", [&] { r = in_.argmax(x, n); });

@@ -62,6 +62,8 @@ class ProfilingBackend final : public Backend {
   void attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos, int64_t n_keys,
                  float* scores, float* out) const override;
   void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const override;
+  bool attention_split_ok(int64_t head_dim) const override { return in_.attention_split_ok(head_dim); }
+  void attention_split(const AttnSplit& s, int phase, int part, float* p) const override;
   int64_t argmax(const float* x, int64_t n) const override;
 
  private:

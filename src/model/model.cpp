@@ -36,7 +36,7 @@ ForwardScratch::ForwardScratch(const kernels::Backend& backend, const ModelConfi
                                ThreadPool* p)
     : be(&backend), max_rows(rows), max_ctx(ctx), mm(backend.matmul_context(p)), pool(p) {
   const int64_t kv_dim = c.n_head_kv * c.head_dim;
-  for (Array* a : {&x, &xn, &q, &k, &v, &attn, &o, &gate, &up, &fused, &scores, &logits}) a->bind(&backend);
+  for (Array* a : {&x, &xn, &q, &k, &v, &attn, &o, &gate, &up, &fused, &scores, &attn_split, &logits}) a->bind(&backend);
   x.resize(rows * c.n_embd);
   xn.resize(rows * c.n_embd);
   q.resize(rows * c.n_head * c.head_dim);
@@ -277,12 +277,65 @@ void Model::project_qkv(ForwardScratch& w, const LayerWeights& L, const float* x
   }
 }
 
+// Decode (one row) on several threads. A call per K/V head leaves the threads unevenly loaded when the
+// heads do not divide among them: SmolLM2's 3 on 2 threads left one streaming two heads' K/V rows while
+// the other streamed one, and Gemma 3's single head had both threads read all of it (its query heads
+// split). From kSplitMinKeys keys, each head's keys (scores) and output columns (values) are shared
+// out instead, so every thread reads an equal share of every head once; three joins a layer
+// (kernels/attention.h, AttnSplit; the same bits as a call per head). On an Intel Xeon (family 6 model
+// 207) one thread reads memory at about half the rate of two (BM_ReadBandwidth: 11.1 against 21.3
+// GB/s), so a thread streaming two heads set the attention's time.
+namespace {
+constexpr int64_t kSplitMinKeys = 512;
+constexpr int64_t kSplitMaxKvHeads = 16;
+}  // namespace
+
+bool Model::attention_split(ForwardScratch& w, int64_t il, int64_t n) const {
+  const ModelConfig& c = config_;
+  const int64_t hd = c.head_dim, group = c.n_head / c.n_head_kv;
+  const int nt = w.pool ? w.pool->size() : 1;
+  if (n != 1 || nt < 2 || c.n_head_kv % nt == 0 || c.n_head_kv > kSplitMaxKvHeads || w.row_n_anc[0] != 0 ||
+      !be_->attention_split_ok(hd))
+    return false;
+  const KvCache& kv = w.row_session[0]->kv_;
+  const int64_t pos = w.row_pos[0], first = kv.first_visible(il, pos), n_keys = pos - first + 1;
+  if (n_keys < kSplitMinKeys) return false;
+  // Per K/V head: scores [group, ctx], chunk sums [group, ctx / 8 + 1], maxima [nt, group]; per thread:
+  // probabilities [group, ctx]. Sized for the longest context once.
+  const int64_t ctx = std::max(w.max_ctx, n_keys);
+  const int64_t per_head = group * ctx + group * (ctx / 8 + 1) + nt * group;
+  const size_t need = (size_t)(c.n_head_kv * per_head + nt * group * ctx);
+  if (w.attn_split.size() < need) w.attn_split.resize(need);
+  float* buf = w.attn_split.data();
+  // The values' columns of all heads (n_head_kv * hd, in 16-column chunks) in one range per thread, so a
+  // thread reads whole V rows of most heads: a 64-byte half of a 128-byte row would bring the other half
+  // along (the adjacent-line prefetch), and every thread would read every head's V.
+  w.attn_split_cols.resize((size_t)(c.n_head_kv * (nt + 1)));
+  const int64_t chunks = c.n_head_kv * hd / 16;
+  kernels::AttnSplit s[kSplitMaxKvHeads];
+  for (int64_t g = 0; g < c.n_head_kv; ++g) {
+    int64_t* cols = w.attn_split_cols.data() + g * (nt + 1);
+    for (int p = 0; p <= nt; ++p) cols[p] = std::clamp<int64_t>(16 * (chunks * p / nt) - g * hd, 0, hd);
+    float* b = buf + g * per_head;
+    s[g] = {w.q.data() + g * group * hd, (int)group, hd, kv.view(il, g), first, n_keys, nt, b,
+            b + group * ctx + group * (ctx / 8 + 1), b + group * ctx, w.attn.data() + g * group * hd, cols};
+  }
+  int phase = 0;
+  const ThreadPool::Job job = [&](int ti, int) {
+    float* p = buf + c.n_head_kv * per_head + ti * group * ctx;
+    for (int64_t g = 0; g < c.n_head_kv; ++g) be_->attention_split(s[g], phase, ti, p);
+  };
+  for (phase = 0; phase < 3; ++phase) w.pool->run(job);
+  return true;
+}
+
 // Scaled dot-product attention of the n planned rows against their sessions' caches (MQA/GQA);
 // numerics in kernels/attention.h. One job per (row, K/V head): heads sharing a K/V row read it once.
 // When there are fewer such jobs than threads (decode: one row, 1-3 K/V heads), each K/V head's query
 // heads are split into `split` parts so every thread works; a head's result does not depend on the
 // heads computed with it (tests/unit/kernels/test_attention.cpp), so the output is the same.
 void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
+  if (attention_split(w, il, n)) return;
   const ModelConfig& c = config_;
   const int64_t hd = c.head_dim, q_dim = c.n_head * hd, group = c.n_head / c.n_head_kv;
   const int64_t n_threads = w.pool ? w.pool->size() : 1, jobs = n * c.n_head_kv;

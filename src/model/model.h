@@ -89,6 +89,8 @@ struct ForwardScratch {
     return fused.data();
   }
   Array scores;                    // [n_threads, n_head / n_head_kv, max_ctx]
+  Array attn_split;                // Model::attention_split's buffers, grown on first use
+  std::vector<int64_t> attn_split_cols;  // [n_head_kv, threads + 1] its parts' output columns per K/V head
   Array logits;                    // [n_seq, n_vocab] staging (grown on demand)
   // Row plan of the current forward: [rows]
   std::vector<Session*> row_session;
@@ -199,6 +201,9 @@ class Model {
   void store_kv(ForwardScratch& w, int64_t il, int64_t t, const float* k, const float* v) const;
   // Scaled dot-product attention of the n rows' q (already scaled) against their caches -> w.attn.
   void attention(ForwardScratch& w, int64_t il, int64_t n) const;
+  // attention() of one decoded row with each K/V head's keys and columns shared out among the threads
+  // (kernels::AttnSplit); false (nothing done) where that does not apply.
+  bool attention_split(ForwardScratch& w, int64_t il, int64_t n) const;
   // w.q [n, q_dim], w.k, w.v [n, kv_dim] <- xn [n, n_embd] times wq / wk / wv, from their fused
   // packed matrix (weights.h) when the ISA runs it, else one matmul each. Same bits either way.
   void project_qkv(ForwardScratch& w, const LayerWeights& L, const float* xn, int64_t n) const;

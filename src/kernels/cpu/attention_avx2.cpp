@@ -88,6 +88,10 @@ void attention_reduce_w_avx2(const float* x, float* block, float* single) {
   for (int i = 0; i < 8; ++i) single[i] = V256::reduce(r[i]);
 }
 
+void attention_f16kv_split_avx2(const AttnSplit& s, int phase, int part, float* p) {
+  AttentionImpl<V256>::split(s, phase, part, p);
+}
+
 void attention_f16kv_avx2(const float* q, int n_q, int64_t hd, const KvView& kv, int64_t first_pos, int64_t n_keys,
                           float* scores, float* out) {
   AttentionImpl<V256>::run(q, n_q, hd, kv, first_pos, n_keys, scores, out);

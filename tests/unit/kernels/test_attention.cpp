@@ -91,6 +91,51 @@ TEST(Attention, RowsMatchOneRowBitwise) {
   }
 }
 
+// One row's attention split over 1-3 parts (decode on several threads), the phases run in order
+// for every part, == the one-row kernel bit for bit: head dims 16 / 64 / 256, 1-8 query heads, key
+// counts off the 16-key blocks and shorter than the parts, a ring that wraps.
+TEST(Attention, SplitMatchesOneRowBitwise) {
+  std::mt19937 rng(33);
+  std::normal_distribution<float> nd(0, 1);
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (isa > detect_isa()) continue;
+    for (int64_t hd : {16, 64, 256}) {
+      ASSERT_TRUE(attention_split_supported(isa, hd));
+      const int64_t capacity = 640, stride = hd * 2;  // head 1 of two
+      std::vector<uint16_t> k(capacity * stride), v(capacity * stride);
+      for (auto& x : k) x = fp32_to_fp16(nd(rng));
+      for (auto& x : v) x = fp32_to_fp16(nd(rng));
+      const KvView view{k.data() + hd, v.data() + hd, capacity, stride};
+      for (int n_q : {1, 3, 4, 5, 8}) {
+        for (int64_t n_keys : {1, 15, 16, 17, 40, 255, 600}) {
+          for (int parts : {1, 2, 3}) {
+            const int64_t first = n_keys == 600 ? 500 : 7;  // 600 keys from slot 500 wrap
+            std::vector<float> q(n_q * hd), want(n_q * hd), got(n_q * hd, 7.f), sc(n_q * n_keys);
+            for (auto& x : q) x = nd(rng) * 0.3f;
+            attention_f16kv(isa, q.data(), n_q, hd, view, first, n_keys, sc.data(), want.data());
+            std::vector<float> scores(n_q * n_keys), part_max(parts * n_q), sums(n_q * (n_keys / 8 + 1));
+            std::vector<std::vector<float>> p(parts, std::vector<float>(n_q * n_keys));
+            const AttnSplit s{q.data(), n_q, hd, view, first, n_keys, parts, scores.data(), part_max.data(),
+                              sums.data(), got.data()};
+            // the columns shared out evenly, or all to one part
+            const int64_t all_first[3] = {0, hd, hd}, all_last[3] = {0, 0, hd};
+            for (const int64_t* cols : {(const int64_t*)nullptr, all_first, all_last}) {
+              if (cols && parts != 2) continue;
+              AttnSplit sc2 = s;
+              sc2.cols = cols;
+              std::fill(got.begin(), got.end(), 7.f);
+              for (int phase = 0; phase < 3; ++phase)
+                for (int part = parts - 1; part >= 0; --part) attention_f16kv_split(isa, sc2, phase, part, p[part].data());
+              ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+                  << isa_name(isa) << " hd " << hd << " n_q " << n_q << " keys " << n_keys << " parts " << parts;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Query heads are grouped so a K/V row is read once per group of up to 4; a head's result must not
 // depend on the grouping (n_q heads at once == each head alone, bitwise), or a GQA model's output
 // would change with its head count.

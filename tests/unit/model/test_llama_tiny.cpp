@@ -152,6 +152,34 @@ TEST_P(TinyLlamaModel, MultiSequenceForwardEqualsSeparateForwards) {
 INSTANTIATE_TEST_SUITE_P(Head, TinyLlamaModel, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? std::string("Tied") : std::string("Separate"); });
 
+// Decode past 256 keys on a 2-thread pool, with 3 K/V heads of 16 dims (they do not divide among the
+// threads, so each head's keys and columns are shared out: Model::attention_split), gives the bits of
+// the same decode on the calling thread alone, where every head is one call.
+TEST(TinyLlamaSplit, DecodeOnThePoolEqualsOneThreadBitwise) {
+  const testing::TinyLlama tiny(13, 6, 3, 16);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tiny_llama_split_" + std::to_string(getpid()) + ".gguf")).string();
+  ASSERT_TRUE(tiny.write(path).is_ok());
+  auto m = model::load_model(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  const auto& model = *m.value();
+  ThreadPool pool(2);
+  model::Session pooled(model, {.n_ctx = 320, .max_batch = 64}, &pool), alone(model, {.n_ctx = 320, .max_batch = 64}, nullptr);
+  std::mt19937 rng(5);
+  std::vector<int32_t> prompt(250);
+  for (auto& t : prompt) t = (int32_t)(rng() % tiny.n_vocab);
+  const model::ForwardOptions last{model::LogitsMode::kLast, {}};
+  ASSERT_TRUE(model.forward(pooled, prompt, last).is_ok());
+  ASSERT_TRUE(model.forward(alone, prompt, last).is_ok());
+  for (int step = 0; step < 40; ++step) {  // keys 251 .. 290
+    const int32_t t = (int32_t)(rng() % tiny.n_vocab);
+    ASSERT_TRUE(model.forward(pooled, std::span<const int32_t>(&t, 1), last).is_ok());
+    ASSERT_TRUE(model.forward(alone, std::span<const int32_t>(&t, 1), last).is_ok());
+    ASSERT_EQ(max_abs_diff(pooled.logits(), alone.logits(), tiny.n_vocab), 0.0f) << "step " << step;
+  }
+}
+
 TEST(LlamaKernels, RopeNormRotatesAdjacentPairs) {
   float x[8] = {1, 0, 0, 1, 2, 3, -1, 4};
   float ref[8];

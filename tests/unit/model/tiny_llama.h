@@ -24,7 +24,10 @@ struct TinyLlama {
   std::vector<Layer> layers;
   std::vector<float> out_norm;
 
-  explicit TinyLlama(uint32_t seed, bool tied_head = true) : tied(tied_head) {
+  // Another attention shape: heads query heads of hd dims (n_embd = heads * hd) over kv_heads K/V heads.
+  TinyLlama(uint32_t seed, int heads, int kv_heads, int hd) : TinyLlama(seed, true, heads, kv_heads, hd) {}
+  explicit TinyLlama(uint32_t seed, bool tied_head = true, int heads = 6, int kv_heads = 2, int hd = 8)
+      : n_embd(heads * hd), n_head(heads), n_head_kv(kv_heads), head_dim(hd), tied(tied_head) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     auto rnd = [&](size_t n, float s) { std::vector<float> v(n); for (auto& x : v) x = nd(rng) * s; return v; };
