@@ -152,7 +152,7 @@ TEST_P(TinyLlamaModel, MultiSequenceForwardEqualsSeparateForwards) {
 INSTANTIATE_TEST_SUITE_P(Head, TinyLlamaModel, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? std::string("Tied") : std::string("Separate"); });
 
-// Decode past 256 keys on a 2-thread pool, with 3 K/V heads of 16 dims (they do not divide among the
+// Decode past 768 keys (Model's kSplitMinKeys) on a 2-thread pool, with 3 K/V heads of 16 dims (they do not divide among the
 // threads, so each head's keys and columns are shared out: Model::attention_split), gives the bits of
 // the same decode on the calling thread alone, where every head is one call.
 TEST(TinyLlamaSplit, DecodeOnThePoolEqualsOneThreadBitwise) {
@@ -165,14 +165,14 @@ TEST(TinyLlamaSplit, DecodeOnThePoolEqualsOneThreadBitwise) {
   ASSERT_TRUE(m.is_ok()) << m.message();
   const auto& model = *m.value();
   ThreadPool pool(2);
-  model::Session pooled(model, {.n_ctx = 320, .max_batch = 64}, &pool), alone(model, {.n_ctx = 320, .max_batch = 64}, nullptr);
+  model::Session pooled(model, {.n_ctx = 840, .max_batch = 64}, &pool), alone(model, {.n_ctx = 840, .max_batch = 64}, nullptr);
   std::mt19937 rng(5);
-  std::vector<int32_t> prompt(250);
+  std::vector<int32_t> prompt(770);
   for (auto& t : prompt) t = (int32_t)(rng() % tiny.n_vocab);
   const model::ForwardOptions last{model::LogitsMode::kLast, {}};
   ASSERT_TRUE(model.forward(pooled, prompt, last).is_ok());
   ASSERT_TRUE(model.forward(alone, prompt, last).is_ok());
-  for (int step = 0; step < 40; ++step) {  // keys 251 .. 290
+  for (int step = 0; step < 40; ++step) {  // keys 771 .. 810
     const int32_t t = (int32_t)(rng() % tiny.n_vocab);
     ASSERT_TRUE(model.forward(pooled, std::span<const int32_t>(&t, 1), last).is_ok());
     ASSERT_TRUE(model.forward(alone, std::span<const int32_t>(&t, 1), last).is_ok());
