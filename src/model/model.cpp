@@ -333,7 +333,8 @@ bool Model::attention_split(ForwardScratch& w, int64_t il, int64_t n) const {
 // numerics in kernels/attention.h. One job per (row, K/V head): heads sharing a K/V row read it once.
 // When there are fewer such jobs than threads (decode: one row, 1-3 K/V heads), each K/V head's query
 // heads are split into `split` parts so every thread works; a head's result does not depend on the
-// heads computed with it (tests/unit/kernels/test_attention.cpp), so the output is the same.
+// heads computed with it (tests/unit/kernels/test_attention.cpp), so the output is the same. A decode
+// row over a long context goes to attention_split instead (above), where that applies.
 void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
   if (attention_split(w, il, n)) return;
   const ModelConfig& c = config_;

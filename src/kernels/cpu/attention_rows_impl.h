@@ -176,7 +176,7 @@ struct AttentionRowsImpl {
   // Positions [lo, hi), seen by row 0 (A0) and / or row 1 (A1); the accumulators in registers throughout.
   template <bool A0, bool A1, int G, int CB, class Src>
   static void values_seg(Acc<G, CB>& acc_io, const float* const* p, const int64_t* first, const int64_t* n, int h0,
-                         int64_t c0, const Src& vf, int64_t lo, int64_t hi) {
+                         int64_t c0, const Src& src, int64_t lo, int64_t hi) {
     reg acc[2][G][CB];
 #pragma GCC unroll 2
     for (int r = 0; r < 2; ++r)
@@ -187,7 +187,7 @@ struct AttentionRowsImpl {
     constexpr bool kActive[2] = {A0, A1};
     // row r's probability of position lo for head h0
     const float* pr[2] = {p[0] + h0 * n[0] + (lo - first[0]), p[1] + h0 * n[1] + (lo - first[1])};
-    auto cur = vf.at(lo);
+    auto cur = src.at(lo);
     for (int64_t i = 0; i < hi - lo; ++i, cur.next()) {
       reg vb[CB];
 #pragma GCC unroll 8
@@ -213,7 +213,7 @@ struct AttentionRowsImpl {
 
   template <int G, int CB, class Src>
   static void values_pair(const float* const* p, const int64_t* first, const int64_t* n, int h0, int64_t c0,
-                          const Src& vf, int64_t hd, float* const* out) {
+                          const Src& src, int64_t hd, float* const* out) {
     Acc<G, CB> acc;
     for (int r = 0; r < 2; ++r)
       for (int g = 0; g < G; ++g)
@@ -221,14 +221,14 @@ struct AttentionRowsImpl {
     const int64_t e0 = first[0] + n[0], e1 = first[1] + n[1];
     const int64_t lo = std::max(first[0], first[1]), hi = std::min(e0, e1);
     if (lo >= hi) {  // disjoint ranges: each alone
-      values_seg<true, false>(acc, p, first, n, h0, c0, vf, first[0], e0);
-      values_seg<false, true>(acc, p, first, n, h0, c0, vf, first[1], e1);
+      values_seg<true, false>(acc, p, first, n, h0, c0, src, first[0], e0);
+      values_seg<false, true>(acc, p, first, n, h0, c0, src, first[1], e1);
     } else {
-      if (first[0] < lo) values_seg<true, false>(acc, p, first, n, h0, c0, vf, first[0], lo);
-      if (first[1] < lo) values_seg<false, true>(acc, p, first, n, h0, c0, vf, first[1], lo);
-      values_seg<true, true>(acc, p, first, n, h0, c0, vf, lo, hi);
-      if (e0 > hi) values_seg<true, false>(acc, p, first, n, h0, c0, vf, hi, e0);
-      if (e1 > hi) values_seg<false, true>(acc, p, first, n, h0, c0, vf, hi, e1);
+      if (first[0] < lo) values_seg<true, false>(acc, p, first, n, h0, c0, src, first[0], lo);
+      if (first[1] < lo) values_seg<false, true>(acc, p, first, n, h0, c0, src, first[1], lo);
+      values_seg<true, true>(acc, p, first, n, h0, c0, src, lo, hi);
+      if (e0 > hi) values_seg<true, false>(acc, p, first, n, h0, c0, src, hi, e0);
+      if (e1 > hi) values_seg<false, true>(acc, p, first, n, h0, c0, src, hi, e1);
     }
     for (int r = 0; r < 2; ++r)
       for (int g = 0; g < G; ++g)
@@ -239,12 +239,12 @@ struct AttentionRowsImpl {
   // chunks of V within the 32 registers), the remaining chunks one at a time.
   template <int G, class Src>
   static void values_pair_group(const float* const* p, const int64_t* first, const int64_t* n, int h0,
-                                const Src& vf, int64_t hd, float* const* out) {
+                                const Src& src, int64_t hd, float* const* out) {
     constexpr int kFit = (V::kRegs - 2) / (2 * G + 1);
     constexpr int CB = kFit < 4 ? kFit : 4;
     int64_t c = 0;
-    for (; c + CB * 16 <= hd; c += CB * 16) values_pair<G, CB>(p, first, n, h0, c, vf, hd, out);
-    for (; c < hd; c += 16) values_pair<G, 1>(p, first, n, h0, c, vf, hd, out);
+    for (; c + CB * 16 <= hd; c += CB * 16) values_pair<G, CB>(p, first, n, h0, c, src, hd, out);
+    for (; c < hd; c += 16) values_pair<G, 1>(p, first, n, h0, c, src, hd, out);
   }
 
   static void run(const dspark::kernels::AttnRows& rows, int n_q, int64_t hd, const dspark::kernels::KvView& kv,
