@@ -308,8 +308,9 @@ bool Model::attention_split(ForwardScratch& w, int64_t il, int64_t n) const {
   if (w.attn_split.size() < need) w.attn_split.resize(need);
   float* buf = w.attn_split.data();
   // The values' columns of all heads (n_head_kv * hd, in 16-column chunks) in one range per thread, so a
-  // thread reads whole V rows of most heads: a 64-byte half of a 128-byte row would bring the other half
-  // along (the adjacent-line prefetch), and every thread would read every head's V.
+  // thread reads whole V rows of most heads: a 64-byte half of a 128-byte row can bring the other half
+  // along (the L2's adjacent-line prefetch), so with every head's columns halved every thread could read
+  // every head's V.
   w.attn_split_cols.resize((size_t)(c.n_head_kv * (nt + 1)));
   const int64_t chunks = c.n_head_kv * hd / 16;
   kernels::AttnSplit s[kSplitMaxKvHeads];
