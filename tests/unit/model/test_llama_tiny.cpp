@@ -152,9 +152,10 @@ TEST_P(TinyLlamaModel, MultiSequenceForwardEqualsSeparateForwards) {
 INSTANTIATE_TEST_SUITE_P(Head, TinyLlamaModel, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? std::string("Tied") : std::string("Separate"); });
 
-// Decode past 768 keys (Model's kSplitMinKeys) on a 2-thread pool, with 3 K/V heads of 16 dims (they do not divide among the
-// threads, so each head's keys and columns are shared out: Model::attention_split), gives the bits of
-// the same decode on the calling thread alone, where every head is one call.
+// Decode past 768 keys (Model's kSplitMinKeys) on a 2-thread pool, with 3 K/V heads of 16 dims (they
+// do not divide among the threads, so each head's keys and columns are shared out:
+// Model::attention_split), gives the bits of the same decode on the calling thread alone, where every
+// head is one call.
 TEST(TinyLlamaSplit, DecodeOnThePoolEqualsOneThreadBitwise) {
   const testing::TinyLlama tiny(13, 6, 3, 16);
   const std::string path =
