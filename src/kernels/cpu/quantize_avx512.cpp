@@ -44,17 +44,36 @@ inline __m512i reduce16(__m512i* r, Op op) {
 }
 
 inline __m512 round_f16x16(__m512 v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+inline float round_f16(float v) { return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT)); }
+
+// The block of 32 values at x: max(|x[i]|, |x[i + 16]|) lane by lane.
+inline __m512 abs_max2(const float* x) {
+  const __m512 sign = _mm512_set1_ps(-0.f);
+  return _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x)), _mm512_andnot_ps(sign, _mm512_loadu_ps(x + 16)));
+}
+
+// The block at x quantized with the scale ib (127 / amax, or 0) into its 32 bytes at q8 (int8 q, or
+// u = q + 128); returns q[i] + q[i + 16] lane by lane (for the block's sum).
+template <bool kBiased>
+inline __m512i quantize_block(const float* x, __m512 ib, uint8_t* q8) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x), ib), kRound);
+  const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16), ib), kRound);
+  __m128i p0 = _mm512_cvtsepi32_epi8(q0), p1 = _mm512_cvtsepi32_epi8(q1);
+  if constexpr (kBiased) {
+    p0 = _mm_xor_si128(p0, _mm_set1_epi8((char)0x80));
+    p1 = _mm_xor_si128(p1, _mm_set1_epi8((char)0x80));
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q8), p0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + 16), p1);
+  return _mm512_add_epi32(q0, q1);
+}
 
 // 16 blocks (512 values at x) -> q [512] at q8, d [16], s [16] (s only when s != nullptr).
 template <bool kBiased>
 inline void quantize16(const float* x, uint8_t* q8, float* d, float* s) {
-  const __m512 sign = _mm512_set1_ps(-0.f);
   __m512i r[16];
-  for (int b = 0; b < 16; ++b) {
-    const __m512 a = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + 32 * b)),
-                                   _mm512_andnot_ps(sign, _mm512_loadu_ps(x + 32 * b + 16)));
-    r[b] = _mm512_castps_si512(a);
-  }
+  for (int b = 0; b < 16; ++b) r[b] = _mm512_castps_si512(abs_max2(x + 32 * b));
   // |x| as f32 bits order like the values (non-negative floats): an integer max is the float max.
   const __m512 amax = _mm512_castsi512_ps(reduce16(r, [](__m512i p, __m512i q) { return _mm512_max_epi32(p, q); }));
   const __m512 df = _mm512_div_ps(amax, _mm512_set1_ps(127.f));
@@ -62,21 +81,7 @@ inline void quantize16(const float* x, uint8_t* q8, float* d, float* s) {
   const __mmask16 nz = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_OQ);
   alignas(64) float id[16];
   _mm512_store_ps(id, _mm512_maskz_div_ps(nz, _mm512_set1_ps(127.f), amax));
-  for (int b = 0; b < 16; ++b) {
-    const __m512 ib = _mm512_set1_ps(id[b]);
-    const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b), ib),
-                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b + 16), ib),
-                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r[b] = _mm512_add_epi32(q0, q1);
-    __m128i p0 = _mm512_cvtsepi32_epi8(q0), p1 = _mm512_cvtsepi32_epi8(q1);
-    if constexpr (kBiased) {
-      p0 = _mm_xor_si128(p0, _mm_set1_epi8((char)0x80));
-      p1 = _mm_xor_si128(p1, _mm_set1_epi8((char)0x80));
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + 32 * b), p0);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + 32 * b + 16), p1);
-  }
+  for (int b = 0; b < 16; ++b) r[b] = quantize_block<kBiased>(x + 32 * b, _mm512_set1_ps(id[b]), q8 + 32 * b);
   if (s) {
     const __m512i sum = reduce16(r, [](__m512i p, __m512i q) { return _mm512_add_epi32(p, q); });
     _mm512_storeu_ps(s, round_f16x16(_mm512_mul_ps(df, _mm512_cvtepi32_ps(sum))));
@@ -86,22 +91,11 @@ inline void quantize16(const float* x, uint8_t* q8, float* d, float* s) {
 // One block (a row's last few): the same values, reduced across the block's own lanes.
 template <bool kBiased>
 inline void quantize1(const float* x, uint8_t* q8, float* d, float* s) {
-  const __m512 sign = _mm512_set1_ps(-0.f);
-  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+  const float amax = _mm512_reduce_max_ps(abs_max2(x));
   const float df = amax / 127.f;
-  *d = _cvtsh_ss(_cvtss_sh(df, _MM_FROUND_TO_NEAREST_INT));
-  const __m512 ib = _mm512_set1_ps(amax != 0.f ? 127.f / amax : 0.f);
-  const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, ib), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, ib), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m128i p0 = _mm512_cvtsepi32_epi8(q0), p1 = _mm512_cvtsepi32_epi8(q1);
-  if constexpr (kBiased) {
-    p0 = _mm_xor_si128(p0, _mm_set1_epi8((char)0x80));
-    p1 = _mm_xor_si128(p1, _mm_set1_epi8((char)0x80));
-  }
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(q8), p0);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + 16), p1);
-  if (s) *s = _cvtsh_ss(_cvtss_sh(df * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)), _MM_FROUND_TO_NEAREST_INT));
+  *d = round_f16(df);
+  const __m512i q = quantize_block<kBiased>(x, _mm512_set1_ps(amax != 0.f ? 127.f / amax : 0.f), q8);
+  if (s) *s = round_f16(df * (float)_mm512_reduce_add_epi32(q));
 }
 
 // A row's last blocks: fewer than this one at a time, else as 16 with the missing ones zero. From
