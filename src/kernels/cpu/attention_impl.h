@@ -218,7 +218,9 @@ struct AttentionImpl {
   }
   // Phase 0: the part's scores and their maximum per head; 1: exp(score - max) and the sums of its
   // whole W-chunks (softmax_exp_sum's, chunk by chunk); 2: the row's sum (the chunks' in order, then
-  // the tail's), the probabilities into p, and the part's columns of the output (values_cols).
+  // the tail's), the probabilities into p, and the part's columns of the output (values_cols). Every part
+  // with columns of this head forms all its probabilities (n_q * n_keys multiplies, against the values'
+  // n_q * n_keys * its columns FMAs) rather than share them out behind a fourth join.
   static void split(const dspark::kernels::AttnSplit& s, int phase, int part, float* p) {
     const int64_t n = s.n_keys, hd = s.head_dim, j0 = split_key(s, part), j1 = split_key(s, part + 1);
     const int64_t n_full = n / W * W, cs = n / 8 + 1;  // chunk_sums' row stride (W >= 8)
