@@ -44,7 +44,10 @@ constexpr int kMaxTileTokens = 8;  // 8 tokens' int32 chains + f32 accumulators 
 // 207) the hardware prefetcher alone left Gemma 3's decode at 87-107 tok/s against 131-155 with it;
 // there, into L1 8 KB ahead decoded SmolLM2 1.116x faster again (paired median of 6 alternating
 // rounds, 396.7 -> 426.2 tok/s; Gemma 3 0.991x; in 4 rounds before, ratios of medians: 4 KB into L1
-// 1.09x, 4 KB into L2 1.05x).
+// 1.09x, 4 KB into L2 1.05x). Q4_1 records (R::kWindowPrefetchL1) take the single token's prefetch in
+// windows too: there, SmolLM2's verify(2..5) after 256 tokens, 10 alternating rounds, paired medians
+// 0.944 / 0.957 / 0.972 / 0.969 of the L2 prefetch's time; the same for every record type was 2-8 %
+// slower on Gemma 3 (Q4_K / Q6_K records are 2.5-4.4 KB: 8 KB is two or three records ahead).
 constexpr size_t kPrefetchBytes = 16384;
 constexpr size_t kPrefetchBytes1 = 8192;
 
@@ -111,6 +114,7 @@ inline __m512 step_d(__m512 A, const uint8_t* d16, __m512i is, float da) {
 }
 
 struct RecQ8_0 {
+  static constexpr bool kWindowPrefetchL1 = false;
   static constexpr int kElems = 32;
   static constexpr size_t kRec = 32 + 512;
   static constexpr bool kBiased = true;
@@ -125,6 +129,7 @@ struct RecQ8_0 {
 };
 
 struct RecQ5_0 {
+  static constexpr bool kWindowPrefetchL1 = false;
   static constexpr int kElems = 32;
   static constexpr size_t kRec = 32 + 256 + 64;
   static constexpr bool kBiased = true;
@@ -154,6 +159,7 @@ struct RecQ5_0 {
 
 // Canonical Q4_1 step: the Q8_0 one, then acc = fma(m_w, s_a, acc).
 struct RecQ4_1 {
+  static constexpr bool kWindowPrefetchL1 = true;  // see kPrefetchBytes1
   static constexpr int kElems = 32;
   static constexpr size_t kRec = 32 + 32 + 256;
   static constexpr bool kBiased = false;
@@ -170,6 +176,7 @@ struct RecQ4_1 {
 // Canonical K4 step (cpu.h): I = sum_j sc_j * isum_j, M = sum_j m_j * (bsums[2j] + bsums[2j+1]);
 // acc = fma(f32(I), d_w * d_a, acc), then acc = fma(-f32(M), dmin_w * d_a, acc).
 struct RecQ4_K {
+  static constexpr bool kWindowPrefetchL1 = false;
   static constexpr int kElems = 256;
   static constexpr size_t kRec = 2 * kPackedQ4KRecordBytes;
   static constexpr bool kBiased = false;
@@ -208,6 +215,7 @@ struct RecQ4_K {
 // sum_k sc_k * dot_k(q, a) - 32 * M, M = sum_k sc_k * bsums[k] (exact int32, so the same I);
 // acc = fma(f32(I), d_w * d_a, acc).
 struct RecQ6_K {
+  static constexpr bool kWindowPrefetchL1 = false;
   static constexpr int kElems = 256;
   static constexpr size_t kRec = 2 * kPackedQ6KRecordBytes;
   static constexpr bool kBiased = false;
@@ -270,6 +278,8 @@ void tile(const uint8_t* rec, int64_t nb, const uint8_t* a0, const ActLayout& L,
   }
   for (int64_t b = 0; b < nb; ++b, rec += R::kRec) {
     if constexpr (NT == 1)
+      for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes1 + l, _MM_HINT_T0);
+    else if constexpr (R::kWindowPrefetchL1)
       for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes1 + l, _MM_HINT_T0);
     else
       for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes + l, _MM_HINT_T1);
