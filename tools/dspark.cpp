@@ -27,6 +27,7 @@ constexpr Verb kVerbs[] = {
     {"quantize-drafter", dspark::tools::verb_quantize_drafter, "quantize a DSpark drafter checkpoint (affine MLX or TurboQuant)"},
     {"drafter-diag", dspark::tools::verb_drafter_diag, "drafter diagnostics: context-tap ablation, entropy, train vs held-out, tap RMS"},
     {"suffix-index", dspark::tools::verb_suffix_index, "build the suffix index of draft-kind suffix from regen token ids"},
+    {"random-model", dspark::tools::verb_random_model, "a model's metadata and tensor shapes with random weights (or its skeleton)"},
     {"sensitivity", dspark::tools::verb_sensitivity, "per-tensor quantization sensitivity of a drafter; knapsack bit recipes"},
 };
 

@@ -18,5 +18,6 @@ int verb_drafter_diag(int argc, char** argv);
 int verb_ab(int argc, char** argv);
 int verb_serve(int argc, char** argv);
 int verb_suffix_index(int argc, char** argv);
+int verb_random_model(int argc, char** argv);
 
 }  // namespace dspark::tools

@@ -4,9 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "formats/gguf.h"
+#include "formats/gguf_random.h"
 
 using dspark::formats::GgufFile;
 using dspark::formats::GgufKV;
@@ -70,6 +72,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       DSPARK_CHECK(p >= data && t.n_bytes <= size && p <= data + size - t.n_bytes);
       sink += p[0] + p[t.n_bytes - 1];  // first and last byte are readable
     }
+  }
+  // The skeleton / random-model writers on whatever parsed (formats/gguf_random.h): a skeleton's
+  // table is checked before anything is allocated for it; a model's tensors lie inside the input.
+  auto sk = dspark::formats::skeleton_of(f);
+  if (sk.is_ok()) {
+    const std::vector<uint8_t> b = sk->build();
+    auto back = GgufFile::parse(b.data(), b.size(), "skeleton.gguf");
+    DSPARK_CHECK(back.is_ok() && dspark::formats::is_skeleton(*back));
+  } else {
+    DSPARK_CHECK(sk.message().rfind("fuzz.gguf: ", 0) == 0);
+  }
+  if (!dspark::formats::is_skeleton(f)) {
+    auto rnd = dspark::formats::random_like(f, 1);
+    if (rnd.is_ok()) sink += rnd->n_tensors();
+    else DSPARK_CHECK(rnd.message().rfind("fuzz.gguf: ", 0) == 0);
   }
   g_sink = g_sink + sink;
   return 0;

@@ -83,6 +83,11 @@ def corpus():
                                     ("q4_1", "Q4_1", [32]), ("q5_1", "Q5_1", [32]), ("zero", "F32", [0, 3]),
                                     ("d4", "F32", [1, 2, 1, 2])], alignment=64),
         "kquants": gguf([], [("q4k", "Q4_K", [256]), ("q5k", "Q5_K", [256]), ("q6k", "Q6_K", [256])]),
+        # A skeleton (formats/gguf_random.h): the tensor table in metadata, no tensors.
+        "skeleton": gguf([("general.architecture", STRING, "llama"),
+                          ("dspark.skeleton.tensor_names", ARRAY, (STRING, ["a.weight", "b.weight"])),
+                          ("dspark.skeleton.tensor_types", ARRAY, (U32, [8, 0])),
+                          ("dspark.skeleton.tensor_shapes", ARRAY, (I64, [32, 2, 1, 1, 16, 1, 1, 1]))]),
         "gemma_mini": gguf(gemma, [("token_embd.weight", "Q8_0", [32, 6]), ("output_norm.weight", "F32", [32]),
                                         ("blk.0.attn_q.weight", "Q5_0", [32, 4])]),
     }
