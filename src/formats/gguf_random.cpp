@@ -64,18 +64,18 @@ Result<std::vector<TensorSpec>> tensor_table(const GgufFile& f) {
     const DTypeInfo* info = (*types)[i] >= 0 && (*types)[i] <= UINT32_MAX ? dtype_info((uint32_t)(*types)[i]) : nullptr;
     if (!info) return Status::error(f.path() + ": skeleton tensor '" + (*names)[i] + "': unknown type id " + std::to_string((*types)[i]));
     TensorSpec s{(*names)[i], (DType)(*types)[i], {}};
-    int n_dims = 1;
+    const int64_t* ne = shapes->data() + 4 * i;
+    int n_dims = 0;  // the entries before the first -1; all after it -1
+    while (n_dims < 4 && ne[n_dims] >= 0) ++n_dims;
     int64_t n = 1;
-    for (int d = 0; d < 4; ++d) {
-      const int64_t ne = (*shapes)[4 * i + d];
-      if (ne < 0 || __builtin_mul_overflow(n, ne, &n) || n > kMaxSkeletonElements)
-        return Status::error(f.path() + ": skeleton tensor '" + (*names)[i] + "': shape out of range");
-      if (ne != 1) n_dims = d + 1;
-    }
-    if ((*shapes)[4 * i] % info->block_elems != 0)
+    bool ok = n_dims >= 1;
+    for (int d = 0; d < 4 && ok; ++d)
+      ok = d < n_dims ? !__builtin_mul_overflow(n, ne[d], &n) && n <= kMaxSkeletonElements : ne[d] == -1;
+    if (!ok) return Status::error(f.path() + ": skeleton tensor '" + (*names)[i] + "': shape out of range");
+    if (ne[0] % info->block_elems != 0)
       return Status::error(f.path() + ": skeleton tensor '" + (*names)[i] + "': ne0 not a multiple of the " +
                            dtype_name(s.type) + " block (" + std::to_string(info->block_elems) + ")");
-    for (int d = 0; d < n_dims; ++d) s.ne.push_back((*shapes)[4 * i + d]);
+    s.ne.assign(ne, ne + n_dims);
     out.push_back(std::move(s));
   }
   return out;
@@ -108,7 +108,7 @@ Status fill_tensor(const TensorSpec& s, std::mt19937_64& rng, std::vector<uint8_
   const DTypeInfo& info = dtype_info(s.type);
   out->assign((size_t)(n / info.block_elems) * info.block_bytes, 0);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const bool vec = s.ne.size() <= 1 || n == s.ne[0];  // 1-D (or one row): norm weights
+  const bool vec = s.ne.size() <= 1;  // 1-D: norm weights
   auto value = [&] { return vec ? 1.0f + 0.1f * nd(rng) : kRandomWeightStd * nd(rng); };
   switch (s.type) {
     case DType::F32:
@@ -160,7 +160,7 @@ Result<GgufWriter> skeleton_of(const GgufFile& f) {
   for (const TensorSpec& s : *table) {
     names.push_back(s.name);
     types.push_back((uint32_t)s.type);
-    for (int d = 0; d < 4; ++d) shapes.push_back(d < (int)s.ne.size() ? s.ne[(size_t)d] : 1);
+    for (int d = 0; d < 4; ++d) shapes.push_back(d < (int)s.ne.size() ? s.ne[(size_t)d] : -1);
   }
   w.add_string_array(kSkeletonNames, names);
   w.add_u32_array(kSkeletonTypes, types);

@@ -25,7 +25,7 @@ namespace dspark::formats {
 
 inline constexpr std::string_view kSkeletonNames = "dspark.skeleton.tensor_names";    // string[n]
 inline constexpr std::string_view kSkeletonTypes = "dspark.skeleton.tensor_types";    // u32[n], ggml type ids
-inline constexpr std::string_view kSkeletonShapes = "dspark.skeleton.tensor_shapes";  // i64[4 n], ne[0..3]
+inline constexpr std::string_view kSkeletonShapes = "dspark.skeleton.tensor_shapes";  // i64[4 n], ne[0..3], -1 past n_dims
 inline constexpr float kRandomWeightStd = 0.02f;
 
 bool is_skeleton(const GgufFile& f);

@@ -2,6 +2,7 @@
 // or its skeleton (no tensor data; formats/gguf_random.h), for speed and agreement tests where the real
 // weights cannot be taken.
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "formats/gguf.h"
@@ -33,11 +34,13 @@ int verb_random_model(int argc, char** argv) {
   if (out.empty()) return fail("--out is required");
   auto path = runtime::resolve_model_path(model_spec, runtime::resolve_cache_dir(cache));
   if (!path) return fail(path.message());
+  std::error_code ec;
+  if (std::filesystem::equivalent(out, *path, ec)) return fail("--out " + out + " is the model file itself");
   auto f = formats::GgufFile::open(*path);
   if (!f) return fail(f.message());
   auto w = skeleton ? formats::skeleton_of(*f) : formats::random_like(*f, (uint64_t)seed);
   if (!w) return fail(w.message());
-  if (Status st = w->write_file(out); !st) return fail(st.message(), 1);
+  if (Status st = w->write_file(out); !st) return fail(st.message());
   auto back = formats::GgufFile::open(out);  // what a reader makes of it
   if (!back) return fail("wrote " + out + " but cannot read it back: " + back.message(), 1);
   const size_t n_tensors = formats::is_skeleton(*back) ? 0 : back->tensors().size();

@@ -30,6 +30,10 @@ PY
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['decode_tok_s'] > 0 and j['prefill_tok_s'] > 0, j" "$tmp/b.json" || fail=1
 "$bin" random-model -m "$model" >/dev/null 2>"$tmp/e1"; rc=$?
 { [ $rc -eq 2 ] && grep -q -- "--out" "$tmp/e1"; } || { echo "FAIL no --out: rc $rc"; cat "$tmp/e1"; fail=1; }
+cp "$tmp/s.gguf" "$tmp/s_copy.gguf"
+"$bin" random-model -m "$tmp/s_copy.gguf" --out "$tmp/s_copy.gguf" >/dev/null 2>"$tmp/e3"; rc=$?
+{ [ $rc -eq 2 ] && grep -q "is the model file itself" "$tmp/e3" && cmp -s "$tmp/s.gguf" "$tmp/s_copy.gguf"; } ||
+  { echo "FAIL --out the model itself: rc $rc"; cat "$tmp/e3"; fail=1; }
 "$bin" random-model -m "$tmp/missing.gguf" --out "$tmp/x.gguf" >/dev/null 2>"$tmp/e2"; rc=$?
 { [ $rc -eq 2 ] && grep -q "missing.gguf" "$tmp/e2"; } || { echo "FAIL missing model: rc $rc"; cat "$tmp/e2"; fail=1; }
 [ $fail -eq 0 ] && echo "ok: random model and skeleton"

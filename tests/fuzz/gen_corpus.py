@@ -87,7 +87,7 @@ def corpus():
         "skeleton": gguf([("general.architecture", STRING, "llama"),
                           ("dspark.skeleton.tensor_names", ARRAY, (STRING, ["a.weight", "b.weight"])),
                           ("dspark.skeleton.tensor_types", ARRAY, (U32, [8, 0])),
-                          ("dspark.skeleton.tensor_shapes", ARRAY, (I64, [32, 2, 1, 1, 16, 1, 1, 1]))]),
+                          ("dspark.skeleton.tensor_shapes", ARRAY, (I64, [32, 2, -1, -1, 16, -1, -1, -1]))]),
         "gemma_mini": gguf(gemma, [("token_embd.weight", "Q8_0", [32, 6]), ("output_norm.weight", "F32", [32]),
                                         ("blk.0.attn_q.weight", "Q5_0", [32, 4])]),
     }

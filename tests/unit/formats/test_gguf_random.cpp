@@ -26,6 +26,7 @@ struct Spec {
 // Every type with a fill, 1-D norm weights and 2-D / 3-D matrices.
 const std::vector<Spec> kSpecs = {
     {"blk.0.attn_norm.weight", DType::F32, {64}},  {"blk.0.f32.weight", DType::F32, {64, 64}},
+    {"blk.0.one_row.weight", DType::Q8_0, {256, 1}},  // 2-D with one row: its 2 dims survive a skeleton
     {"blk.0.f16.weight", DType::F16, {64, 64}},    {"blk.0.bf16.weight", DType::BF16, {64, 64}},
     {"blk.0.q8_0.weight", DType::Q8_0, {256, 32}}, {"blk.0.q4_0.weight", DType::Q4_0, {256, 32}},
     {"blk.0.q4_1.weight", DType::Q4_1, {256, 32}}, {"blk.0.q5_0.weight", DType::Q5_0, {256, 32}},
@@ -144,58 +145,41 @@ TEST(GgufRandom, WeightsAtTheStatedScale) {
   }
 }
 
+// random_like's error for a skeleton with this table, read from file `name` ("" when it succeeds).
+std::string skeleton_error(const std::vector<std::string>& names, const std::vector<uint32_t>& types,
+                           const std::vector<int64_t>& shapes, const std::string& name) {
+  GgufWriter w;
+  w.add_string_array(kSkeletonNames, names);
+  w.add_u32_array(kSkeletonTypes, types);
+  w.add_i64_array(kSkeletonShapes, shapes);
+  const Bytes b = w.build();
+  auto f = parse_bytes(b, name);
+  EXPECT_TRUE(f.is_ok()) << f.message();
+  if (!f) return "";
+  auto r = random_like(*f, 1);
+  return r.is_ok() ? "" : r.message();
+}
+
 TEST(GgufRandom, ErrorsNameTheTensorOrTheFile) {
   // A type the parser reads no model of (Q2_K) can still sit in a skeleton's table: no fill for it.
-  GgufWriter w;
-  w.add_string_array(kSkeletonNames, std::vector<std::string>{"blk.0.q2_k.weight"});
-  w.add_u32_array(kSkeletonTypes, std::vector<uint32_t>{(uint32_t)DType::Q2_K});
-  w.add_i64_array(kSkeletonShapes, std::vector<int64_t>{256, 1, 1, 1});
-  const Bytes b = w.build();
-  auto f = parse_bytes(b, "q2k.gguf");
-  ASSERT_TRUE(f.is_ok()) << f.message();
-  auto r = random_like(*f, 1);
-  ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.message().find("q2k.gguf"), std::string::npos) << r.message();
-  EXPECT_NE(r.message().find("blk.0.q2_k.weight"), std::string::npos) << r.message();
-  EXPECT_NE(r.message().find("Q2_K"), std::string::npos) << r.message();
-
-  GgufWriter s;  // a skeleton whose table is short of shapes
-  s.add_string_array(kSkeletonNames, std::vector<std::string>{"a", "b"});
-  s.add_u32_array(kSkeletonTypes, std::vector<uint32_t>{0, 0});
-  s.add_i64_array(kSkeletonShapes, std::vector<int64_t>{4, 1, 1, 1});
-  const Bytes sb = s.build();
-  auto sf = parse_bytes(sb, "short.gguf");
-  ASSERT_TRUE(sf.is_ok());
-  auto sr = random_like(*sf, 1);
-  ASSERT_FALSE(sr.is_ok());
-  EXPECT_NE(sr.message().find("short.gguf"), std::string::npos) << sr.message();
-  EXPECT_NE(sr.message().find("shape"), std::string::npos) << sr.message();
-
-  GgufWriter u;  // an unknown type id in the table
-  u.add_string_array(kSkeletonNames, std::vector<std::string>{"a"});
-  u.add_u32_array(kSkeletonTypes, std::vector<uint32_t>{99});
-  u.add_i64_array(kSkeletonShapes, std::vector<int64_t>{32, 1, 1, 1});
-  const Bytes ub = u.build();
-  auto uf = parse_bytes(ub, "unknown.gguf");
-  ASSERT_TRUE(uf.is_ok());
-  auto ur = random_like(*uf, 1);
-  ASSERT_FALSE(ur.is_ok());
-  EXPECT_NE(ur.message().find("unknown type id 99"), std::string::npos) << ur.message();
-
-  // Shapes a table must not ask for: negative, overflowing, too large, or off the type's block.
-  const std::vector<std::vector<int64_t>> bad = {
-      {-32, 1, 1, 1}, {int64_t{1} << 40, int64_t{1} << 40, 1, 1}, {int64_t{1} << 33, 1, 1, 1}, {48, 1, 1, 1}};
+  const std::string q2k = skeleton_error({"blk.0.q2_k.weight"}, {(uint32_t)DType::Q2_K}, {256, -1, -1, -1}, "q2k.gguf");
+  EXPECT_NE(q2k.find("q2k.gguf"), std::string::npos) << q2k;
+  EXPECT_NE(q2k.find("blk.0.q2_k.weight"), std::string::npos) << q2k;
+  EXPECT_NE(q2k.find("Q2_K"), std::string::npos) << q2k;
+  // A table short of shapes; an unknown type id.
+  const std::string short_table = skeleton_error({"a", "b"}, {0, 0}, {4, -1, -1, -1}, "short.gguf");
+  EXPECT_NE(short_table.find("short.gguf"), std::string::npos) << short_table;
+  EXPECT_NE(short_table.find("shape"), std::string::npos) << short_table;
+  const std::string unknown = skeleton_error({"a"}, {99}, {32, -1, -1, -1}, "unknown.gguf");
+  EXPECT_NE(unknown.find("unknown type id 99"), std::string::npos) << unknown;
+  // Shapes a table must not ask for: no dimension, negative, a dimension after the end (-1), overflowing,
+  // too large, or off the type's block.
+  const std::vector<std::vector<int64_t>> bad = {{-1, -1, -1, -1}, {-32, 2, -1, -1}, {32, -1, 2, -1},
+                                                 {int64_t{1} << 40, int64_t{1} << 40, -1, -1},
+                                                 {int64_t{1} << 33, -1, -1, -1}, {48, -1, -1, -1}};
   for (const auto& shape : bad) {
-    GgufWriter v;
-    v.add_string_array(kSkeletonNames, std::vector<std::string>{"t"});
-    v.add_u32_array(kSkeletonTypes, std::vector<uint32_t>{(uint32_t)DType::Q8_0});
-    v.add_i64_array(kSkeletonShapes, shape);
-    const Bytes vb = v.build();
-    auto vf = parse_bytes(vb, "bad_shape.gguf");
-    ASSERT_TRUE(vf.is_ok());
-    auto vr = random_like(*vf, 1);
-    ASSERT_FALSE(vr.is_ok()) << shape[0];
-    EXPECT_NE(vr.message().find("bad_shape.gguf: skeleton tensor 't'"), std::string::npos) << vr.message();
+    const std::string e = skeleton_error({"t"}, {(uint32_t)DType::Q8_0}, shape, "bad_shape.gguf");
+    EXPECT_NE(e.find("bad_shape.gguf: skeleton tensor 't'"), std::string::npos) << shape[0] << ": " << e;
   }
 }
 
