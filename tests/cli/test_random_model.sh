@@ -2,7 +2,7 @@
 # `dspark random-model` on the real SmolLM2 ($DSPARK_SMOLLM2_MODEL, else $DSPARK_MODEL): the random model
 # has the real file's size (same tensor layout), the skeleton is small, the random model made from the
 # skeleton is byte-identical to the one made from the model (same seed), it loads and decodes (`bench`),
-# and bad flags exit 2 with a message naming what is wrong.
+# and bad flags (no --out, --out the model itself, a missing model) exit 2 with a message naming what is wrong.
 # Usage: test_random_model.sh DSPARK_BINARY   (exit 77 = skipped: no model)
 set -u
 bin="$1"
