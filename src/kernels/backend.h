@@ -128,8 +128,10 @@ class Backend {
   virtual void embed_rows(const QMatrix& table, const int32_t* ids, int64_t n, float scale, float* x) const = 0;
   // out [rows, n] <- rms_norm of x [rows, n] with weight w [n] (out may alias x).
   virtual void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps) const = 0;
-  // RoPE in place over x [n_heads, head_dim] at position pos.
-  virtual void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) const = 0;
+  // RoPE: cs [head_dim] <- the angles of position pos (ops.h, rope_angles: cos, then sin), computed once
+  // a row and forward; then x [n_heads, head_dim] rotated in place by them.
+  virtual void rope_angles(int64_t head_dim, int64_t pos, float base, float* cs) const = 0;
+  virtual void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, const float* cs) const = 0;
   virtual void scale(float* x, int64_t n, float s) const = 0;                 // x *= s
   virtual void add_inplace(float* y, const float* x, int64_t n) const = 0;   // y += x
   virtual void silu_mul(const float* gate, const float* up, float* out, int64_t n) const = 0;

@@ -83,11 +83,14 @@ class CpuBackend final : public Backend {
   void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps) const override {
     kernels::rms_norm_rows(x, w, out, rows, n, eps);
   }
-  void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) const override {
+  void rope_angles(int64_t head_dim, int64_t pos, float base, float* cs) const override {
+    kernels::rope_angles(head_dim, pos, base, cs);
+  }
+  void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, const float* cs) const override {
     if (mode == RopeMode::kNeox)
-      rope_neox(x, n_heads, head_dim, pos, base);
+      rope_neox_cs(x, n_heads, head_dim, cs);
     else
-      rope_norm(x, n_heads, head_dim, pos, base);
+      rope_norm_cs(x, n_heads, head_dim, cs);
   }
   void scale(float* x, int64_t n, float s) const override { kernels::scale(x, n, s); }
   void add_inplace(float* y, const float* x, int64_t n) const override { kernels::add_inplace(y, x, n); }

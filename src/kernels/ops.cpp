@@ -36,26 +36,20 @@ void rms_norm_rows(const float* x, const float* w, float* out, int64_t n_rows, i
   for (int64_t r = 0; r < n_rows; ++r) rms_norm(x + r * n, w, out + r * n, n, eps);
 }
 
-namespace {
-
-// cos/sin of theta_i = pos * base^(-2i/head_dim) for i < head_dim / 2, computed as ggml does
-// (repeated multiplication by base^(-2/head_dim)). cos_t, sin_t: [head_dim / 2], head_dim <= 1024.
-void rope_angles(int64_t head_dim, int64_t pos, float base, float* cos_t, float* sin_t) {
+void rope_angles(int64_t head_dim, int64_t pos, float base, float* cs) {
+  const int64_t half = head_dim / 2;
   const float theta_scale = std::pow(base, -2.0f / (float)head_dim);
   float theta = (float)pos;
-  for (int64_t i = 0; i < head_dim / 2; ++i) {
-    cos_t[i] = std::cos(theta);
-    sin_t[i] = std::sin(theta);
+  for (int64_t i = 0; i < half; ++i) {  // repeated multiplication, as ggml does
+    cs[i] = std::cos(theta);
+    cs[half + i] = std::sin(theta);
     theta *= theta_scale;
   }
 }
 
-}  // namespace
-
-void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) {
+void rope_neox_cs(float* x, int64_t n_heads, int64_t head_dim, const float* cs) {
   const int64_t half = head_dim / 2;
-  float cos_t[512], sin_t[512];
-  rope_angles(head_dim, pos, base, cos_t, sin_t);
+  const float *cos_t = cs, *sin_t = cs + half;
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {
@@ -66,10 +60,9 @@ void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float b
   }
 }
 
-void rope_norm(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) {
+void rope_norm_cs(float* x, int64_t n_heads, int64_t head_dim, const float* cs) {
   const int64_t half = head_dim / 2;
-  float cos_t[512], sin_t[512];
-  rope_angles(head_dim, pos, base, cos_t, sin_t);
+  const float *cos_t = cs, *sin_t = cs + half;
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {
@@ -78,6 +71,18 @@ void rope_norm(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float b
       v[2 * i + 1] = x0 * sin_t[i] + x1 * cos_t[i];
     }
   }
+}
+
+void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) {
+  float cs[1024];
+  rope_angles(head_dim, pos, base, cs);
+  rope_neox_cs(x, n_heads, head_dim, cs);
+}
+
+void rope_norm(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) {
+  float cs[1024];
+  rope_angles(head_dim, pos, base, cs);
+  rope_norm_cs(x, n_heads, head_dim, cs);
 }
 
 void silu_mul_ref(const float* gate, const float* up, float* out, int64_t n) {

@@ -23,6 +23,14 @@ void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float b
 // theta_i = pos * base^(-2i/head_dim) computed like ggml. x [n_heads, head_dim] f32.
 void rope_norm(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base);
 
+// The two halves of rope_neox / rope_norm, so a forward computes a row's angles once for all layers
+// (the cos / sin of 32-128 angles cost more than rotating the heads): cs [head_dim] f32 <- cos of
+// theta_i (i < head_dim / 2), then sin of theta_i; then x rotated by them. rope_neox(x, .., pos, base)
+// == rope_angles(hd, pos, base, cs) + rope_neox_cs(x, .., cs), bit for bit (it is that).
+void rope_angles(int64_t head_dim, int64_t pos, float base, float* cs);
+void rope_neox_cs(float* x, int64_t n_heads, int64_t head_dim, const float* cs);
+void rope_norm_cs(float* x, int64_t n_heads, int64_t head_dim, const float* cs);
+
 // out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i];  [n] f32 (out may alias
 // gate). Vectorised through libmvec (ops_fastmath.cpp, within a few ulp of std::exp); scalar
 // oracle silu_mul_ref. Elementwise, so batch-invariant.

@@ -44,8 +44,11 @@ class PlannedCpuBackend final : public Backend {
   void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps) const override {
     in_.rms_norm_rows(x, w, out, rows, n, eps);
   }
-  void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) const override {
-    in_.rope(mode, x, n_heads, head_dim, pos, base);
+  void rope_angles(int64_t head_dim, int64_t pos, float base, float* cs) const override {
+    in_.rope_angles(head_dim, pos, base, cs);
+  }
+  void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, const float* cs) const override {
+    in_.rope(mode, x, n_heads, head_dim, cs);
   }
   void scale(float* x, int64_t n, float s) const override { in_.scale(x, n, s); }
   void add_inplace(float* y, const float* x, int64_t n) const override { in_.add_inplace(y, x, n); }

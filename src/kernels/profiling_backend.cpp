@@ -60,8 +60,11 @@ void ProfilingBackend::rms_norm_rows(const float* x, const float* w, float* out,
                                      float eps) const {
   timed("rms_norm", [&] { in_.rms_norm_rows(x, w, out, rows, n, eps); });
 }
-void ProfilingBackend::rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) const {
-  timed("rope", [&] { in_.rope(mode, x, n_heads, head_dim, pos, base); });
+void ProfilingBackend::rope_angles(int64_t head_dim, int64_t pos, float base, float* cs) const {
+  timed("rope_angles", [&] { in_.rope_angles(head_dim, pos, base, cs); });
+}
+void ProfilingBackend::rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, const float* cs) const {
+  timed("rope", [&] { in_.rope(mode, x, n_heads, head_dim, cs); });
 }
 void ProfilingBackend::scale(float* x, int64_t n, float s) const {
   timed("scale", [&] { in_.scale(x, n, s); });

@@ -53,7 +53,8 @@ class ProfilingBackend final : public Backend {
   MatmulPath matmul_path(const QMatrix& w) const override { return in_.matmul_path(w); }
   void embed_rows(const QMatrix& table, const int32_t* ids, int64_t n, float scale, float* x) const override;
   void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps) const override;
-  void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, int64_t pos, float base) const override;
+  void rope_angles(int64_t head_dim, int64_t pos, float base, float* cs) const override;
+  void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, const float* cs) const override;
   void scale(float* x, int64_t n, float s) const override;
   void add_inplace(float* y, const float* x, int64_t n) const override;
   void silu_mul(const float* gate, const float* up, float* out, int64_t n) const override;

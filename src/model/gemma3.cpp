@@ -70,6 +70,7 @@ class Gemma3Model final : public Model {
     float* x = w.x.data();    // [n, n_embd]
     float* xn = w.xn.data();  // [n, n_embd]
     embed(w, n);
+    rope_tables(w, n);
     if (!opt.taps.empty()) capture(w, n, opt, kTapEmbedding, x);
 
     for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -83,11 +84,10 @@ class Gemma3Model final : public Model {
         for (int64_t t = r0; t < r1; ++t) {
           float* q = w.q.data() + t * q_dim;
           float* k = w.k.data() + t * kv_dim;
-          const int64_t pos = w.row_pos[t];
           be.rms_norm_rows(q, L.q_norm, q, c.n_head, hd, c.rms_eps);     // per head
           be.rms_norm_rows(k, L.k_norm, k, c.n_head_kv, hd, c.rms_eps);  // per K/V head
-          be.rope(kernels::RopeMode::kNeox, q, c.n_head, hd, pos, c.rope_base(il));
-          be.rope(kernels::RopeMode::kNeox, k, c.n_head_kv, hd, pos, c.rope_base(il));
+          be.rope(kernels::RopeMode::kNeox, q, c.n_head, hd, rope_cs(w, t, il));
+          be.rope(kernels::RopeMode::kNeox, k, c.n_head_kv, hd, rope_cs(w, t, il));
           be.scale(q, q_dim, c.attn_scale);
           store_kv(w, il, t, k, w.v.data() + t * kv_dim);
         }

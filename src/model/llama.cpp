@@ -66,6 +66,7 @@ class LlamaModel final : public Model {
     float* x = w.x.data();    // [n, n_embd]
     float* xn = w.xn.data();  // [n, n_embd]
     embed(w, n);
+    rope_tables(w, n);
     if (!opt.taps.empty()) capture(w, n, opt, kTapEmbedding, x);
 
     for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -79,9 +80,8 @@ class LlamaModel final : public Model {
         for (int64_t t = r0; t < r1; ++t) {
           float* q = w.q.data() + t * q_dim;
           float* k = w.k.data() + t * kv_dim;
-          const int64_t pos = w.row_pos[t];
-          be.rope(kernels::RopeMode::kNormal, q, c.n_head, hd, pos, c.rope_base(il));
-          be.rope(kernels::RopeMode::kNormal, k, c.n_head_kv, hd, pos, c.rope_base(il));
+          be.rope(kernels::RopeMode::kNormal, q, c.n_head, hd, rope_cs(w, t, il));
+          be.rope(kernels::RopeMode::kNormal, k, c.n_head_kv, hd, rope_cs(w, t, il));
           be.scale(q, q_dim, c.attn_scale);
           store_kv(w, il, t, k, w.v.data() + t * kv_dim);
         }

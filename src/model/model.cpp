@@ -36,7 +36,8 @@ ForwardScratch::ForwardScratch(const kernels::Backend& backend, const ModelConfi
                                ThreadPool* p)
     : be(&backend), max_rows(rows), max_ctx(ctx), mm(backend.matmul_context(p)), pool(p) {
   const int64_t kv_dim = c.n_head_kv * c.head_dim;
-  for (Array* a : {&x, &xn, &q, &k, &v, &attn, &o, &gate, &up, &fused, &scores, &attn_split, &logits}) a->bind(&backend);
+  for (Array* a : {&x, &xn, &q, &k, &v, &attn, &o, &gate, &up, &fused, &scores, &attn_split, &logits, &rope_cs})
+    a->bind(&backend);
   x.resize(rows * c.n_embd);
   xn.resize(rows * c.n_embd);
   q.resize(rows * c.n_head * c.head_dim);
@@ -57,6 +58,7 @@ ForwardScratch::ForwardScratch(const kernels::Backend& backend, const ModelConfi
   attn_rows_first.resize((size_t)(rows * threads));
   attn_rows_keys.resize((size_t)(rows * threads));
   row_token.resize(rows);
+  rope_cs.resize(rows * 2 * c.head_dim);
 }
 
 Session::Session(const Model& model, const SessionOptions& opt, ThreadPool* pool)
@@ -176,6 +178,19 @@ Status Model::forward_multi(std::span<const SeqInput> seqs, const ForwardOptions
 
 void Model::embed(ForwardScratch& w, int64_t n) const {
   be_->embed_rows(weights_.token_embd, w.row_token.data(), n, config_.embd_scale, w.x.data());
+}
+
+void Model::rope_tables(ForwardScratch& w, int64_t n) const {
+  const ModelConfig& c = config_;
+  bool local = false;  // any sliding layer: its base too
+  for (int64_t il = 0; il < c.n_layer && !local; ++il) local = c.is_sliding(il);
+  row_ranges(w, n, [&](int64_t r0, int64_t r1) {
+    for (int64_t t = r0; t < r1; ++t) {
+      float* cs = w.rope_cs.data() + t * 2 * c.head_dim;
+      be_->rope_angles(c.head_dim, w.row_pos[t], c.rope_base_global, cs);
+      if (local) be_->rope_angles(c.head_dim, w.row_pos[t], c.rope_base_local, cs + c.head_dim);
+    }
+  });
 }
 
 void Model::capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int point, const float* src) const {

@@ -102,6 +102,7 @@ struct ForwardScratch {
   std::vector<int64_t> attn_cost;  // [rows + 1] attention's prefix sums of the rows' key counts (one layer)
   std::vector<int64_t> attn_rows_first, attn_rows_keys;  // [threads, rows] attention_rows' per-row key ranges
   std::vector<int32_t> row_token;
+  Array rope_cs;                   // [rows, 2, head_dim] RoPE angles (Model::rope_tables): global base, local base
   ArgmaxScratch argmax;            // ArgmaxHead::run's buffers and counters (host memory)
 };
 
@@ -195,6 +196,14 @@ class Model {
   }
   // x [n, n_embd] <- token_embd rows of w.row_token, times config().embd_scale when != 1.
   void embed(ForwardScratch& w, int64_t n) const;
+  // w.rope_cs <- each row's RoPE angles for the global base and, with sliding layers, the local one:
+  // once a forward instead of once a layer and head group (a row's 32-128 cos / sin pairs cost more than
+  // rotating its heads: ~0.4 us for SmolLM2's 64 dims, ~1.5 us for Gemma 3's 256, 60 / 36 times a row).
+  // rope_cs(w, t, il): row t's angles for layer il's base.
+  void rope_tables(ForwardScratch& w, int64_t n) const;
+  const float* rope_cs(const ForwardScratch& w, int64_t t, int64_t il) const {
+    return w.rope_cs.data() + (t * 2 + (config_.is_sliding(il) ? 1 : 0)) * config_.head_dim;
+  }
   // Copies rows of src [n, n_embd] to the outputs of tap point `point` of their sessions.
   void capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int point, const float* src) const;
   // Row t's k [kv_dim] and v [kv_dim] (post-RoPE) into its session's cache at its position, f16.

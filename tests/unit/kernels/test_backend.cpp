@@ -151,9 +151,15 @@ TEST(Backend, GraphOpsSameBitsOnEveryBackend) {
   auto run = [&](const Backend& be) {
     std::vector<float> out;
     for (RopeMode mode : {RopeMode::kNeox, RopeMode::kNormal}) {
-      std::vector<float> r = q;
-      be.rope(mode, r.data(), heads, hd, 1234, 10000.0f);
+      std::vector<float> r = q, cs((size_t)hd);
+      be.rope_angles(hd, 1234, 10000.0f, cs.data());
+      be.rope(mode, r.data(), heads, hd, cs.data());
       out.insert(out.end(), r.begin(), r.end());
+      // The angles and the rotation are rope_neox / rope_norm, split: the same bits.
+      std::vector<float> whole = q;
+      if (mode == RopeMode::kNeox) rope_neox(whole.data(), heads, hd, 1234, 10000.0f);
+      else rope_norm(whole.data(), heads, hd, 1234, 10000.0f);
+      EXPECT_EQ(0, std::memcmp(whole.data(), r.data(), r.size() * sizeof(float)));
     }
     std::vector<float> gm((size_t)kGelu);
     be.gelu_mul(g.data(), u.data(), gm.data(), kGelu);
