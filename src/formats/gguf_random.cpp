@@ -81,23 +81,25 @@ Result<std::vector<TensorSpec>> tensor_table(const GgufFile& f) {
   return out;
 }
 
-// Scale of the codes of each block type: where its f16 scale(s) sit, and the code spread they multiply.
+// Where a block type's f16 scale(s) sit and what they multiply: d = kRandomWeightStd / code_std makes
+// the weights' spread kRandomWeightStd; the minimum field (m of y = q d + m, dmin of the K-quants'
+// y = d sc q - dmin m_j, sub-block minima m_j of mean ~31.5) is m_per_d x d, which centres them.
 struct BlockFill {
   size_t d_at;      // byte offset of the f16 scale d in a block
-  int m_at;         // byte offset of the f16 minimum (m / dmin), -1: none
+  int m_at;         // byte offset of the f16 minimum, -1: none
   double code_std;  // standard deviation of (code x sub-block scale) for uniform random bytes
-  double code_mean; // mean of the same (0 for signed codes)
+  double m_per_d;   // the minimum field over d
 };
 bool block_fill(DType t, BlockFill* b) {
   switch (t) {
-    case DType::Q4_0: *b = {0, -1, 4.61, 0}; return true;      // nibble - 8
-    case DType::Q4_1: *b = {0, 2, 4.61, 7.5}; return true;     // nibble, + m
-    case DType::Q5_0: *b = {0, -1, 9.23, 0}; return true;      // 5-bit code - 16
-    case DType::Q5_1: *b = {0, 2, 9.23, 15.5}; return true;
-    case DType::Q8_0: *b = {0, -1, 73.9, 0}; return true;      // int8
-    case DType::Q4_K: *b = {0, 2, 4.61 * 31.5, 7.5 * 31.5}; return true;   // 6-bit sub-block scales, mean ~31.5
-    case DType::Q5_K: *b = {0, 2, 9.23 * 31.5, 15.5 * 31.5}; return true;
-    case DType::Q6_K: *b = {208, -1, 18.5 * 73.9, 0}; return true;  // (q - 32) x int8 sub-block scale
+    case DType::Q4_0: *b = {0, -1, 4.61, 0}; return true;            // nibble - 8
+    case DType::Q4_1: *b = {0, 2, 4.61, -7.5}; return true;          // nibble d + m
+    case DType::Q5_0: *b = {0, -1, 9.23, 0}; return true;            // 5-bit code - 16
+    case DType::Q5_1: *b = {0, 2, 9.23, -15.5}; return true;
+    case DType::Q8_0: *b = {0, -1, 73.9, 0}; return true;            // int8
+    case DType::Q4_K: *b = {0, 2, 4.61 * 31.5, 7.5}; return true;    // 6-bit sub-block scales and minima
+    case DType::Q5_K: *b = {0, 2, 9.23 * 31.5, 15.5}; return true;
+    case DType::Q6_K: *b = {208, -1, 18.5 * 73.9, 0}; return true;   // (q - 32) x int8 sub-block scale
     default: return false;
   }
 }
@@ -134,13 +136,10 @@ Status fill_tensor(const TensorSpec& s, std::mt19937_64& rng, std::vector<uint8_
     std::memcpy(out->data() + i, &r, std::min<size_t>(8, out->size() - i));
   }
   const float d = (float)(kRandomWeightStd / b.code_std);
-  const uint16_t dh = fp32_to_fp16(d), mh = fp32_to_fp16((float)(-b.code_mean * d));  // y = q d + m
-  // K-quant minima are subtracted (y = d sc q - dmin m): dmin is positive there.
-  const uint16_t dminh = fp32_to_fp16((float)(kRandomWeightStd * (b.code_mean / b.code_std) / 31.5));
-  const bool kquant = s.type == DType::Q4_K || s.type == DType::Q5_K;
+  const uint16_t dh = fp32_to_fp16(d), mh = fp32_to_fp16((float)(b.m_per_d * d));
   for (size_t off = 0; off < out->size(); off += info.block_bytes) {
     std::memcpy(out->data() + off + b.d_at, &dh, 2);
-    if (b.m_at >= 0) std::memcpy(out->data() + off + b.m_at, kquant ? &dminh : &mh, 2);
+    if (b.m_at >= 0) std::memcpy(out->data() + off + b.m_at, &mh, 2);
   }
   return Status::ok();
 }

@@ -30,7 +30,6 @@ struct ModelConfig {
   float embd_scale = 1.0f;  // token embeddings are multiplied by this (Gemma: sqrt(n_embd))
 
   bool is_sliding(int64_t il) const { return sliding_window > 0 && il % swa_period < swa_period - 1; }
-  float rope_base(int64_t il) const { return is_sliding(il) ? rope_base_local : rope_base_global; }
 };
 
 // Reads "<arch>.<name>" keys for an architecture's config reader; errors name the file and key.

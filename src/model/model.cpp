@@ -182,8 +182,7 @@ void Model::embed(ForwardScratch& w, int64_t n) const {
 
 void Model::rope_tables(ForwardScratch& w, int64_t n) const {
   const ModelConfig& c = config_;
-  bool local = false;  // any sliding layer: its base too
-  for (int64_t il = 0; il < c.n_layer && !local; ++il) local = c.is_sliding(il);
+  const bool local = c.sliding_window > 0;  // sliding layers (config.h, is_sliding): their base too
   row_ranges(w, n, [&](int64_t r0, int64_t r1) {
     for (int64_t t = r0; t < r1; ++t) {
       float* cs = w.rope_cs.data() + t * 2 * c.head_dim;

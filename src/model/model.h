@@ -199,7 +199,7 @@ class Model {
   // w.rope_cs <- each row's RoPE angles for the global base and, with sliding layers, the local one:
   // once a forward instead of once a layer and head group (a row's 32-128 cos / sin pairs cost more than
   // rotating its heads: ~0.4 us for SmolLM2's 64 dims, ~1.5 us for Gemma 3's 256, 60 / 36 times a row).
-  // rope_cs(w, t, il): row t's angles for layer il's base.
+  // rope_cs(w, t, il): row t's angles for layer il's base (the local one where il is sliding).
   void rope_tables(ForwardScratch& w, int64_t n) const;
   const float* rope_cs(const ForwardScratch& w, int64_t t, int64_t il) const {
     return w.rope_cs.data() + (t * 2 + (config_.is_sliding(il) ? 1 : 0)) * config_.head_dim;
