@@ -1,6 +1,7 @@
 // dspark: one binary, one subcommand per verb.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "tools/args.h"
@@ -49,7 +50,16 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const Verb& v : kVerbs)
-    if (cmd == v.name) return v.fn(argc, argv);
+    if (cmd == v.name) {
+      // Errors come back as Status; an exception is a fault from below that has none to return (a
+      // device running out of memory or failing mid-op): one line and the usage-error exit code.
+      try {
+        return v.fn(argc, argv);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "dspark %s: %s\n", v.name, e.what());
+        return dspark::kExitBadInput;
+      }
+    }
   std::fprintf(stderr, "dspark: unknown command '%s' (run dspark --help)\n", cmd.c_str());
   return dspark::kExitBadInput;
 }

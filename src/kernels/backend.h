@@ -9,12 +9,16 @@
 // Pointers passed to the ops are memory of the same backend (alloc()); to_host() and from_host()
 // cross to the caller's memory. The CPU backend (kernels/cpu_backend.cpp) runs the kernels of
 // kernels.h / ops.h / attention.h picked for one ISA, so its results are those kernels' bits.
-// A new backend (CUDA, say) is new files plus one row in kernels/backend_registry.cpp: no model file changes.
+// A new backend is new files plus one row in kernels/backend_registry.cpp: no model file changes.
+// The CUDA backend (kernels/cuda/) is one. A backend whose memory is not the host's
+// (host_memory() false) gets copies of the f32 norm vectors at load (model/weights.h); the serve
+// prompt cache copies K/V rows through to_host / from_host.
+// Host memory at the seam: embed_rows' ids and table bytes, AttnRows::first_pos / n_keys and
+// KvView::extra (small index arrays the model plans on the host), the scalar arguments.
 // Not yet behind the seam: the DSpark drafter network (src/dspark, its affine / turbo / int8
-// matmuls) and the sampler, which run on the CPU over host logits; the f32 norm vectors, read in
-// place from the GGUF mapping; the serve prompt cache, which copies KV rows with memcpy (the CPU
-// backend's memory is host memory, Backend::host_memory()).
-// Thread safety: a Backend is immutable and shared; MatmulContext is per calling thread.
+// matmuls) and the sampler, which run on the CPU over host logits.
+// Thread safety: a Backend is shared and may be called from several threads (the model's pool);
+// MatmulContext is per calling thread.
 #pragma once
 
 #include <algorithm>
@@ -151,17 +155,19 @@ class Backend {
 };
 
 // The registered backends, in preference order: name, one line of help, whether this machine can
-// run it, and the instance (nullptr when it cannot).
+// run it and why not, and the instance (nullptr when it cannot).
 struct BackendInfo {
   const char* name;
   const char* help;
   bool (*available)();
+  std::string (*why_not)();  // one line for --backend NAME when !available()
   const Backend* (*get)();
 };
 std::span<const BackendInfo> backends();
 
 // "auto" / "" = the first available backend; else the named one, or an error naming the field and
-// listing the available backends.
+// saying why the named backend cannot run here (or that there is none of that name), listing the
+// available backends.
 Result<const Backend*> find_backend(const std::string& name);
 // The CPU backend for the best ISA of this CPU (the default of model::load_model).
 const Backend& default_backend();

@@ -1,6 +1,6 @@
 // Per-layer K/V cache of a target model, f16 storage (as llama.cpp's default cache type), in
-// buffers of the model's backend (kernels/backend.h; the CPU's are host memory, which the prompt
-// cache copies rows from and to).
+// buffers of the model's backend (kernels/backend.h); the prompt cache copies rows to and from the
+// host through it.
 //
 // Global layers keep every position: slot(pos) = pos, capacity n_ctx.
 // Sliding layers keep a ring: slot(pos) = pos % capacity with capacity = window + max_batch.
@@ -34,6 +34,8 @@ class KvCache {
 
   int64_t n_head_kv() const { return n_head_kv_; }
   int64_t head_dim() const { return head_dim_; }
+  // The backend whose memory holds the rows (copies to and from the host go through it).
+  const kernels::Backend& backend() const { return *be_; }
 
   // Row of K/V head h of layer il at absolute position pos: [head_dim] f16. A layer's rows are
   // head-major, [n_head_kv][capacity][head_dim], so the keys one attention call reads are contiguous:

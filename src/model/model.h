@@ -169,7 +169,7 @@ class Model {
  protected:
   Model(formats::GgufFile file, ModelConfig config, ModelWeights weights, const kernels::Backend& be)
       : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)), be_(&be) {
-    prepare_weights(&weights_, be, file_.mapped());
+    prepare_weights(&weights_, be, file_.mapped(), config_);
     if (ArgmaxHead::worth_building(weights_)) argmax_head_ = ArgmaxHead::build(weights_.output, be);
   }
 

@@ -57,7 +57,19 @@ void release_pages(const void* p, size_t n) {
 
 }  // namespace
 
-void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_source) {
+void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_source, const ModelConfig& config) {
+  auto vec = [&](const float*& v, int64_t n) {  // a norm vector [n] f32 into backend memory
+    if (!v || be.host_memory()) return;
+    kernels::Buffer b = be.alloc(sizeof(float) * (size_t)n);
+    be.from_host(b.data(), v, sizeof(float) * (size_t)n);
+    v = static_cast<const float*>(b.data());
+    w->prepared.push_back(std::move(b));
+  };
+  vec(w->output_norm, config.n_embd);
+  for (LayerWeights& L : w->layers) {
+    for (const float** v : {&L.attn_norm, &L.post_attn_norm, &L.ffn_norm, &L.post_ffw_norm}) vec(*v, config.n_embd);
+    for (const float** v : {&L.q_norm, &L.k_norm}) vec(*v, config.head_dim);
+  }
   auto pack = [&](kernels::QMatrix& m) {
     kernels::Buffer storage;
     if (!be.prepare_weight(&m, &storage)) return;

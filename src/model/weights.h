@@ -72,7 +72,9 @@ class TensorBinder {
 // source pages of the tensors that run from their prepared copy alone (Backend::weight_prepared: not
 // those a kernel plan also runs in the GGUF layout) from memory (re-read from the file if anything touches them
 // again), so the copies do not double the resident size.
-void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_source);
+// A backend whose memory is not the host's (Backend::host_memory) also gets copies of the f32 norm
+// vectors, which the layer structs then point to (sizes from `config`); on the CPU they stay views.
+void prepare_weights(ModelWeights* w, const kernels::Backend& be, bool release_source, const ModelConfig& config);
 
 // Which kernel the backend runs for the matrices a forward multiplies by (each layer's matrices or
 // their fusions, and the LM head), one row per (weight type, kernel) in first-seen order: for

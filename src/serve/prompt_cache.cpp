@@ -12,11 +12,11 @@ bool is_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {  
   return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
 
-// Copies the rows of positions [first, n) of K/V head h of layer il between the cache and a
-// snapshot buffer [n - first][head_dim] (a ring layer's positions wrap once at most: n - first <=
-// capacity).
-void copy_head_rows(uint16_t* cache_k, uint16_t* cache_v, int64_t capacity, bool sliding, int64_t hd, int64_t first,
-                    int64_t n, uint16_t* buf_k, uint16_t* buf_v, bool to_cache) {
+// Copies the rows of positions [first, n) of K/V head h of layer il between the cache (backend
+// memory) and a host snapshot buffer [n - first][head_dim] (a ring layer's positions wrap once at
+// most: n - first <= capacity).
+void copy_head_rows(const kernels::Backend& be, uint16_t* cache_k, uint16_t* cache_v, int64_t capacity, bool sliding,
+                    int64_t hd, int64_t first, int64_t n, uint16_t* buf_k, uint16_t* buf_v, bool to_cache) {
   for (int64_t pos = first; pos < n;) {
     const int64_t slot = sliding ? pos % capacity : pos;
     const int64_t run = std::min(n - pos, capacity - slot);  // contiguous up to the ring's end
@@ -26,11 +26,11 @@ void copy_head_rows(uint16_t* cache_k, uint16_t* cache_v, int64_t capacity, bool
     uint16_t* bk = buf_k + (pos - first) * hd;
     uint16_t* bv = buf_v + (pos - first) * hd;
     if (to_cache) {
-      std::memcpy(ck, bk, bytes);
-      std::memcpy(cv, bv, bytes);
+      be.from_host(ck, bk, bytes);
+      be.from_host(cv, bv, bytes);
     } else {
-      std::memcpy(bk, ck, bytes);
-      std::memcpy(bv, cv, bytes);
+      be.to_host(bk, ck, bytes);
+      be.to_host(bv, cv, bytes);
     }
     pos += run;
   }
@@ -61,7 +61,7 @@ void PromptCache::save(const model::KvCache& kv, const speculative::SeqHistory& 
     e.first.push_back(first);
     std::vector<uint16_t> k((size_t)(heads * (n - first) * hd)), v(k.size());
     for (int64_t hh = 0; hh < heads; ++hh)
-      copy_head_rows(const_cast<uint16_t*>(kv.k_at(il, hh, 0)), const_cast<uint16_t*>(kv.v_at(il, hh, 0)), cap,
+      copy_head_rows(kv.backend(), const_cast<uint16_t*>(kv.k_at(il, hh, 0)), const_cast<uint16_t*>(kv.v_at(il, hh, 0)), cap,
                      sliding, hd, first, n, k.data() + hh * (n - first) * hd, v.data() + hh * (n - first) * hd,
                      /*to_cache=*/false);
     e.bytes += 2 * k.size() * sizeof(uint16_t);
@@ -134,7 +134,7 @@ bool PromptCache::restore(int i, model::KvCache& kv, speculative::SeqHistory* h,
     const int64_t cap = kv.capacity(il), first = e.first[(size_t)il], rows = n - first;
     if (first >= m) continue;
     for (int64_t hh = 0; hh < kv.n_head_kv(); ++hh)
-      copy_head_rows(kv.k_at(il, hh, 0), kv.v_at(il, hh, 0), cap, cap < kv.n_ctx(), hd, first, m,
+      copy_head_rows(kv.backend(), kv.k_at(il, hh, 0), kv.v_at(il, hh, 0), cap, cap < kv.n_ctx(), hd, first, m,
                      e.k[(size_t)il].data() + hh * rows * hd, e.v[(size_t)il].data() + hh * rows * hd,
                      /*to_cache=*/true);
   }

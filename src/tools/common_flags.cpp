@@ -13,10 +13,11 @@ void add_model_flags(Args& args, std::string* model, std::string* cache, std::st
 }
 
 void add_backend_flag(Args& args, std::string* backend, std::string* kernel_plan) {
-  std::string names = "auto";
-  for (const kernels::BackendInfo& b : kernels::backends())
-    if (b.available()) names += std::string("|") + b.name;
-  args.add("--backend", backend, names + ": compute backend of the target (auto = the first: the CPU's best kernels)");
+  std::string names = "auto";  // every registered name: asking each whether it runs here would start CUDA
+  for (const kernels::BackendInfo& b : kernels::backends()) names += std::string("|") + b.name;
+  args.add("--backend", backend,
+           names + ": compute backend of the target (auto = the CPU's best kernels; one this machine cannot run\n"
+                   "says why)");
   if (kernel_plan)
     args.add("--kernel-plan", kernel_plan,
              "auto|off|FILE: on the auto CPU backend, run each weight type at each token count on the matmul path\n"

@@ -154,6 +154,12 @@ PY
   expect_bad "train-drafter: corrupt shard" train-drafter -m "$model" --data "$tmp/badshards" --out "$tmp/t"
   expect_bad "train-drafter: tap beyond the target's layers" train-drafter -m "$model" --data "$tmp/noshards" \
     --out "$tmp/t" --taps 1,17
+  # --backend cuda where it cannot run (a build without CUDA, or no GPU / driver) says why in one line.
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    expect_bad "cuda backend without a device" generate -m "$model" -p hi -n 1 --backend cuda
+    grep -q "^dspark generate: --backend cuda: " "$tmp/err" ||
+      { fail=$((fail + 1)); echo "FAIL cuda backend error does not name the flag: $(cat "$tmp/err")"; }
+  fi
   # Weights without a SIMD kernel (every type on the scalar backend) still run; --verbose says so once.
   "$bin" generate -m "$model" -p hi -n 1 --no-spec --backend cpu-scalar -v >"$tmp/out" 2>"$tmp/err"
   rc=$?

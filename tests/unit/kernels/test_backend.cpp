@@ -43,10 +43,12 @@ double matmul_tol(DType t) {
   }
 }
 
+// The available backends whose memory is the host's (the CPU's): these tables pass host arrays to the
+// ops. A device backend's tests stage through its buffers (test_cuda_backend.cpp).
 std::vector<const Backend*> available() {
   std::vector<const Backend*> v;
   for (const BackendInfo& b : backends())
-    if (b.available()) v.push_back(b.get());
+    if (std::string(b.name).rfind("cpu", 0) == 0 && b.available()) v.push_back(b.get());
   return v;
 }
 
@@ -254,6 +256,17 @@ TEST(Backend, RegistryFindsByNameAndRefusesUnknown) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("'cuda9'"), std::string::npos);
   EXPECT_NE(bad.status().message().find("cpu-scalar"), std::string::npos);
+  // A registered backend this machine cannot run says why, in one line naming the flag.
+  for (const BackendInfo& b : backends()) {
+    if (std::string(b.name) != "cuda" || b.available()) continue;
+    auto cuda = find_backend("cuda");
+    ASSERT_FALSE(cuda.is_ok());
+    const std::string m = cuda.status().message();
+    EXPECT_EQ(m.rfind("--backend cuda: ", 0), 0u) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    EXPECT_NE(m.find(b.why_not()), std::string::npos) << m;
+    EXPECT_FALSE(b.why_not().empty());
+  }
 }
 
 }  // namespace

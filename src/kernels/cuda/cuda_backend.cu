@@ -1,0 +1,261 @@
+// The CUDA backend (kernels/backend.h) on device 0: buffers in device memory, weights uploaded once in
+// their GGUF layouts, the ops of cuda_ops.h on one stream. A first, plain version meant to be right
+// before it is fast: one launch per op call, the model's per-row and per-head calls as they are.
+//
+// What crosses to the host inside a forward: the embedding rows (dequantized on the host from the
+// mapped table and copied up, the CPU's bits), each row's RoPE angles (computed on the host by
+// kernels/ops.h rope_angles, the CPU's bits), a token tree's extra key positions, argmax's index,
+// and the logits / taps the model copies out (Backend::to_host).
+//
+// Weights: prepare_weight uploads a matrix and remembers its device copy by the host address of its
+// GGUF bytes (QMatrix::data); matmul finds the copy there, so QMatrix itself is unchanged and CPU
+// code that shares the matrix (the DSpark drafter reads the target's LM head) keeps reading the host
+// bytes. The entry goes when the copy's Buffer is released.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/qblock.h"
+#include "kernels/ops.h"
+
+namespace dspark::kernels::cuda {
+
+namespace {
+
+struct Probe {
+  bool ok = false;
+  std::string why;
+  std::string device;  // "device 0 (NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB)"
+};
+
+const Probe& probe() {
+  static const Probe p = [] {
+    Probe r;
+    int n = 0;
+    if (cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) {
+      r.why = "no usable CUDA device: " + std::string(cudaGetErrorString(e)) + " (" + cudaGetErrorName(e) + ")";
+      return r;
+    }
+    if (n == 0) {
+      r.why = "no CUDA device found";
+      return r;
+    }
+    cudaDeviceProp prop{};
+    if (cudaError_t e = cudaGetDeviceProperties(&prop, 0); e != cudaSuccess) {
+      r.why = error_text(e, "device 0 properties");
+      return r;
+    }
+    char b[256];
+    std::snprintf(b, sizeof b, "device 0 (%s, sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
+                  (double)prop.totalGlobalMem / (1 << 30));
+    r.device = b;
+    if (prop.major < 9) {  // the build targets sm_90 (CMakeLists.txt)
+      r.why = r.device + " is older than the sm_90 this binary's kernels were built for";
+      return r;
+    }
+    r.ok = true;
+    return r;
+  }();
+  return p;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    check(cudaSetDevice(0), "set device 0");
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "create stream");
+    const GeluTable table;  // 256 KB, uploaded once
+    gelu_ = alloc(sizeof(float) * 65536);
+    from_host(gelu_.data(), table.data(), sizeof(float) * 65536);
+    index_ = alloc(sizeof(int64_t));
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  Buffer alloc(size_t bytes) const override {
+    if (bytes == 0) return {};
+    void* p = nullptr;
+    if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      char b[160];
+      std::snprintf(b, sizeof b, ": %.1f MiB requested, %.1f MiB of %.1f MiB free", (double)bytes / (1 << 20),
+                    (double)free_b / (1 << 20), (double)total_b / (1 << 20));
+      throw std::runtime_error("cuda " + probe().device + ": out of memory (" + cudaGetErrorName(e) + ")" + b);
+    }
+    check(cudaMemsetAsync(p, 0, bytes, stream_), "memset");
+    return Buffer(this, p, bytes);
+  }
+  void release(void* ptr, size_t) const override {
+    {
+      std::lock_guard lk(mu_);
+      for (auto it = weights_.begin(); it != weights_.end();)
+        it = it->second == ptr ? weights_.erase(it) : std::next(it);
+    }
+    cudaStreamSynchronize(stream_);  // nothing queued may still use it
+    cudaFree(ptr);
+  }
+  void copy(void* dst, const void* src, size_t bytes) const override {
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+  }
+  void to_host(void* dst, const void* src, size_t bytes) const override {
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+    check(cudaStreamSynchronize(stream_), "copy to host");
+  }
+  void from_host(void* dst, const void* src, size_t bytes) const override {
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy from host");
+    check(cudaStreamSynchronize(stream_), "copy from host");  // src may be a caller's temporary
+  }
+  bool host_memory() const override { return false; }
+
+  bool prepare_weight(QMatrix* m, Buffer* storage) const override {
+    if (!m->data || !supported(m->type) || device_weight(*m)) return false;
+    const size_t bytes = m->row_stride * (size_t)m->n_rows;
+    *storage = alloc(bytes);
+    from_host(storage->data(), m->data, bytes);
+    std::lock_guard lk(mu_);
+    weights_[m->data] = storage->data();
+    return true;
+  }
+  bool fused_weight(std::span<const QMatrix* const>, QMatrix*, Buffer*) const override { return false; }
+  bool weight_prepared(const QMatrix& m) const override { return device_weight(m) != nullptr; }
+
+  MatmulContext matmul_context(ThreadPool* pool) const override { return MatmulContext{Isa::kScalar, pool}; }
+
+  void matmul(MatmulContext&, const QMatrix& w, const float* x, int64_t n, float* y, int64_t ldy) const override {
+    const uint8_t* dw = device_weight(w);
+    if (!dw)
+      throw std::runtime_error(std::string("cuda matmul: a ") + dtype_name(w.type) + " matrix [" +
+                               std::to_string(w.n_rows) + ", " + std::to_string(w.n_cols) + "] was not uploaded" +
+                               (supported(w.type) ? "" : " (the CUDA backend has no kernel for this type)"));
+    if (act_row(w.type) == ActRow::kF32) {
+      cuda::matmul(stream_, w.type, dw, w.row_stride, w.n_rows, w.n_cols, reinterpret_cast<const uint8_t*>(x),
+                   (size_t)w.n_cols * 4, n, y, ldy);
+      return;
+    }
+    const size_t stride = (act_row_bytes(w.type, w.n_cols) + 15) / 16 * 16;
+    std::lock_guard lk(act_mu_);  // the scratch is the backend's: one product at a time
+    if (act_.bytes() < stride * (size_t)n) act_ = alloc(stride * (size_t)n);
+    auto* act = static_cast<uint8_t*>(act_.data());
+    quantize_rows(stream_, w.type, x, n, w.n_cols, act, stride);
+    cuda::matmul(stream_, w.type, dw, w.row_stride, w.n_rows, w.n_cols, act, stride, n, y, ldy);
+  }
+  MatmulPath matmul_path(const QMatrix& w) const override {
+    if (!supported(w.type)) return {"none: the CUDA backend has no kernel for this type", false};
+    return {"cuda warp per row, canonical block order (the CPU's bits)", true};
+  }
+
+  void embed_rows(const QMatrix& table, const int32_t* ids, int64_t n, float s, float* x) const override {
+    std::vector<float> rows((size_t)(n * table.n_cols));  // ids and table are host memory
+    for (int64_t t = 0; t < n; ++t) {
+      float* row = rows.data() + t * table.n_cols;
+      dequantize_row(table.type, static_cast<const uint8_t*>(table.data) + (size_t)ids[t] * table.row_stride, row,
+                     table.n_cols);
+      if (s != 1.0f) kernels::scale(row, table.n_cols, s);
+    }
+    from_host(x, rows.data(), sizeof(float) * rows.size());
+  }
+  void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps) const override {
+    cuda::rms_norm_rows(stream_, x, w, out, rows, n, eps);
+  }
+  void rope_angles(int64_t head_dim, int64_t pos, float base, float* cs) const override {
+    float host[kMaxRopeDim];  // [head_dim]: cos of the half, then sin
+    if (head_dim > kMaxRopeDim) throw std::runtime_error("cuda rope: head_dim " + std::to_string(head_dim) + " > 1024");
+    kernels::rope_angles(head_dim, pos, base, host);
+    from_host(cs, host, sizeof(float) * (size_t)head_dim);
+  }
+  void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, const float* cs) const override {
+    cuda::rope(stream_, mode == RopeMode::kNeox, x, n_heads, head_dim, cs);
+  }
+  void scale(float* x, int64_t n, float s) const override { cuda::scale(stream_, x, n, s); }
+  void add_inplace(float* y, const float* x, int64_t n) const override { cuda::add_inplace(stream_, y, x, n); }
+  void silu_mul(const float* gate, const float* up, float* out, int64_t n) const override {
+    cuda::silu_mul(stream_, gate, up, out, n);
+  }
+  void gelu_mul(const float* gate, const float* up, float* out, int64_t n) const override {
+    gelu_table_mul(stream_, static_cast<const float*>(gelu_.data()), gate, up, out, n);
+  }
+  void f32_to_f16(const float* x, uint16_t* y, int64_t n) const override { cuda::f32_to_f16(stream_, x, y, n); }
+
+  void attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos, int64_t n_keys,
+                 float* scores, float* out) const override {
+    DeviceKv d{kv.k, kv.v, kv.capacity, kv.stride, nullptr, kv.n_extra};
+    Buffer extra;
+    if (kv.n_extra > 0) {  // a tree row's ancestors: host positions, copied up
+      extra = alloc(sizeof(int64_t) * (size_t)kv.n_extra);
+      from_host(extra.data(), kv.extra, sizeof(int64_t) * (size_t)kv.n_extra);
+      d.extra = static_cast<const int64_t*>(extra.data());
+    }
+    cuda::attention(stream_, q, n_q, head_dim, d, first_pos, n_keys, scores, out);
+  }
+  void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const override {
+    const DeviceKv d{kv.k, kv.v, kv.capacity, kv.stride, nullptr, 0};
+    for (int r = 0; r < rows.n_rows; ++r)  // first_pos / n_keys are host arrays
+      cuda::attention(stream_, rows.q + r * rows.q_stride, n_q, head_dim, d, rows.first_pos[r], rows.n_keys[r], scores,
+                      rows.out + r * rows.out_stride);
+  }
+  bool attention_split_ok(int64_t) const override { return false; }
+  void attention_split(const AttnSplit&, int, int, float*) const override {
+    throw std::logic_error("cuda: attention_split is not offered (attention_split_ok is false)");
+  }
+  int64_t argmax(const float* x, int64_t n) const override {
+    std::lock_guard lk(act_mu_);
+    cuda::argmax(stream_, x, n, static_cast<int64_t*>(index_.data()));
+    int64_t i = 0;
+    to_host(&i, index_.data(), sizeof i);
+    return i;
+  }
+
+ private:
+  static constexpr int64_t kMaxRopeDim = 1024;
+
+  const uint8_t* device_weight(const QMatrix& m) const {
+    std::lock_guard lk(mu_);
+    auto it = weights_.find(m.data);
+    return it == weights_.end() ? nullptr : static_cast<const uint8_t*>(it->second);
+  }
+
+  cudaStream_t stream_ = nullptr;
+  Buffer gelu_, index_;
+  mutable std::mutex mu_;
+  mutable std::map<const void*, void*> weights_;  // host GGUF bytes -> device copy
+  mutable std::mutex act_mu_;
+  mutable Buffer act_;  // quantized activation rows, grown as needed
+};
+
+std::string& init_error() {
+  static std::string e;
+  return e;
+}
+
+}  // namespace
+
+bool available() { return probe().ok; }
+
+std::string unavailable_reason() {
+  if (!probe().ok) return probe().why;
+  return init_error().empty() ? "" : probe().device + ": " + init_error();
+}
+
+const Backend* backend() {
+  if (!available()) return nullptr;
+  // Lives as long as the process (models' buffers may outlive any scope that made it).
+  static const CudaBackend* be = []() -> const CudaBackend* {
+    try {
+      return new CudaBackend();
+    } catch (const std::exception& e) {
+      init_error() = e.what();
+      return nullptr;
+    }
+  }();
+  return be;
+}
+
+}  // namespace dspark::kernels::cuda

@@ -1,0 +1,159 @@
+// The CUDA matmul: activation rows quantized as the CPU quantizes them, then one warp per (weight row,
+// token) forms the blocks' exact integer sums in parallel and runs the canonical f32 chain over the
+// blocks in order (qblock.h), so y is the CPU's, bit for bit. A first, plain version: every lane runs
+// the chain (the block scales are broadcast reads), weights are read once per token (from L2 after the
+// first), and packed blocks are read as they lie in the GGUF.
+#include <algorithm>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/qblock.h"
+
+namespace dspark::kernels::cuda {
+
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kWarpsPerBlock = 4;
+constexpr int64_t kMaxGridY = 65535;
+
+// ---- activations ----
+
+__global__ void quantize32_kernel(const float* x, int64_t n, int64_t n_cols, uint8_t* act, size_t act_stride) {
+  const int64_t nb = n_cols / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n * nb) return;
+  const int64_t t = i / nb, b = i % nb;
+  uint8_t* row = act + t * act_stride;
+  auto* q = reinterpret_cast<int8_t*>(row);
+  auto* d = reinterpret_cast<float*>(row + n_cols);
+  quantize_block32(x + t * n_cols + 32 * b, q + 32 * b, d + b, d + nb + b);
+}
+
+__global__ void quantize_q8_K_kernel(const float* x, int64_t n, int64_t n_cols, uint8_t* act, size_t act_stride) {
+  const int64_t nb = n_cols / 256, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n * nb) return;
+  const int64_t t = i / nb, b = i % nb;
+  quantize_block_q8_K(x + t * n_cols + 256 * b, reinterpret_cast<BlockQ8_K*>(act + t * act_stride) + b);
+}
+
+// ---- products ----
+
+// Legacy 32-blocks: lane l forms block c + l's integer sum; the chain then takes them in order.
+template <class B>
+__global__ void mm_block32(const uint8_t* W, size_t row_stride, int64_t n_rows, int64_t n_cols, const uint8_t* act,
+                           size_t act_stride, int64_t t0, float* y, int64_t ldy) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, t = t0 + blockIdx.y;
+  if (r >= n_rows) return;  // the whole warp: r is the warp's
+  const B* w = reinterpret_cast<const B*>(W + r * row_stride);
+  const uint8_t* a = act + t * act_stride;
+  const auto* q = reinterpret_cast<const int8_t*>(a);
+  const auto* d = reinterpret_cast<const float*>(a + n_cols);
+  const int64_t nb = n_cols / 32;
+  const float* s = d + nb;
+  float acc = 0.f;
+  for (int64_t c = 0; c < nb; c += 32) {
+    const int64_t b = c + lane;
+    const int isum = b < nb ? block_isum(w[b], q + 32 * b) : 0;
+    const int m = (int)(nb - c < 32 ? nb - c : 32);
+    for (int k = 0; k < m; ++k) {
+      const int v = __shfl_sync(kFull, isum, k);
+      acc = step32(acc, w[c + k], v, d[c + k], s[c + k]);
+    }
+  }
+  if (lane == 0) y[t * ldy + r] = acc;
+}
+
+// Q4_K / Q5_K: 8 lanes per super-block (one sub-block each), 4 super-blocks per pass.
+template <class B>
+__global__ void mm_k45(const uint8_t* W, size_t row_stride, int64_t n_rows, int64_t n_cols, const uint8_t* act,
+                       size_t act_stride, int64_t t0, float* y, int64_t ldy) {
+  const int lane = threadIdx.x & 31, g = lane / 8, j = lane % 8;
+  const int64_t r = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, t = t0 + blockIdx.y;
+  if (r >= n_rows) return;
+  const B* w = reinterpret_cast<const B*>(W + r * row_stride);
+  const auto* a = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
+  const int64_t nsb = n_cols / 256;
+  float acc = 0.f;
+  for (int64_t c = 0; c < nsb; c += 4) {
+    int32_t I = 0, M = 0;
+    if (c + g < nsb) k45_sub(w[c + g], a[c + g], j, &I, &M);
+    for (int o = 4; o; o >>= 1) {  // integer sums: exact in any order
+      I += __shfl_xor_sync(kFull, I, o);
+      M += __shfl_xor_sync(kFull, M, o);
+    }
+    const int m = (int)(nsb - c < 4 ? nsb - c : 4);
+    for (int k = 0; k < m; ++k) {
+      const int32_t Ik = __shfl_sync(kFull, I, 8 * k), Mk = __shfl_sync(kFull, M, 8 * k);
+      acc = step_k45(acc, w[c + k], a[c + k], Ik, Mk);
+    }
+  }
+  if (lane == 0) y[t * ldy + r] = acc;
+}
+
+// Q6_K: 16 lanes per super-block (one 16-element sub-block each), 2 super-blocks per pass.
+__global__ void mm_q6_K(const uint8_t* W, size_t row_stride, int64_t n_rows, int64_t n_cols, const uint8_t* act,
+                        size_t act_stride, int64_t t0, float* y, int64_t ldy) {
+  const int lane = threadIdx.x & 31, g = lane / 16, k16 = lane % 16;
+  const int64_t r = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, t = t0 + blockIdx.y;
+  if (r >= n_rows) return;
+  const auto* w = reinterpret_cast<const BlockQ6_K*>(W + r * row_stride);
+  const auto* a = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
+  const int64_t nsb = n_cols / 256;
+  float acc = 0.f;
+  for (int64_t c = 0; c < nsb; c += 2) {
+    int32_t I = c + g < nsb ? q6_K_sub(w[c + g], a[c + g], k16) : 0;
+    for (int o = 8; o; o >>= 1) I += __shfl_xor_sync(kFull, I, o);
+    const int m = (int)(nsb - c < 2 ? nsb - c : 2);
+    for (int k = 0; k < m; ++k) acc = step_q6_K(acc, w[c + k], a[c + k], __shfl_sync(kFull, I, 16 * k));
+  }
+  if (lane == 0) y[t * ldy + r] = acc;
+}
+
+// F32 / F16 / BF16: one thread per (row, token) runs the 8-lane chain of qblock.h dot_float.
+__global__ void mm_float(DType type, const uint8_t* W, size_t row_stride, int64_t n_rows, int64_t n_cols,
+                         const float* x, int64_t t0, float* y, int64_t ldy) {
+  const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, t = t0 + blockIdx.y;
+  if (r >= n_rows) return;
+  y[t * ldy + r] = dot_float(type, n_cols, W + r * row_stride, x + t * n_cols);
+}
+
+int blocks_for(int64_t items, int per_block) { return (int)((items + per_block - 1) / per_block); }
+
+}  // namespace
+
+void quantize_rows(cudaStream_t s, DType t, const float* x, int64_t n, int64_t n_cols, uint8_t* act,
+                   size_t act_stride) {
+  if (act_row(t) == ActRow::kBlock32) {
+    const int64_t items = n * (n_cols / 32);
+    quantize32_kernel<<<blocks_for(items, 128), 128, 0, s>>>(x, n, n_cols, act, act_stride);
+  } else {
+    const int64_t items = n * (n_cols / 256);
+    quantize_q8_K_kernel<<<blocks_for(items, 64), 64, 0, s>>>(x, n, n_cols, act, act_stride);
+  }
+  check(cudaGetLastError(), "quantize_rows");
+}
+
+void matmul(cudaStream_t s, DType t, const uint8_t* w, size_t row_stride, int64_t n_rows, int64_t n_cols,
+            const uint8_t* act, size_t act_stride, int64_t n, float* y, int64_t ldy) {
+  for (int64_t t0 = 0; t0 < n; t0 += kMaxGridY) {
+    const unsigned ny = (unsigned)std::min(kMaxGridY, n - t0);
+    const dim3 warps(blocks_for(n_rows, kWarpsPerBlock), ny), floats(blocks_for(n_rows, 128), ny);
+    const int threads = 32 * kWarpsPerBlock;
+    switch (t) {
+      case DType::Q8_0: mm_block32<BlockQ8_0><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q4_0: mm_block32<BlockQ4_0><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q5_0: mm_block32<BlockQ5_0><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q4_1: mm_block32<BlockQ4_1><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q5_1: mm_block32<BlockQ5_1><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q4_K: mm_k45<BlockQ4_K><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q5_K: mm_k45<BlockQ5_K><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q6_K: mm_q6_K<<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      default:
+        mm_float<<<floats, 128, 0, s>>>(t, w, row_stride, n_rows, n_cols, reinterpret_cast<const float*>(act), t0, y, ldy);
+        break;
+    }
+    check(cudaGetLastError(), "matmul");
+  }
+}
+
+}  // namespace dspark::kernels::cuda
