@@ -81,16 +81,20 @@ class Gemma3Model final : public Model {
       });
       project_qkv(w, L, xn, n);  // w.q [n, n_head * hd], w.k / w.v [n, kv_dim]
       row_ranges(w, n, [&](int64_t r0, int64_t r1) {
+        // Per-head norms of all the range's rows in one call each (rows of head_dim), then per row
+        // RoPE (its own angles); the q scale once over the range: a call per op, not per row.
+        float* q0 = w.q.data() + r0 * q_dim;
+        float* k0 = w.k.data() + r0 * kv_dim;
+        be.rms_norm_rows(q0, L.q_norm, q0, (r1 - r0) * c.n_head, hd, c.rms_eps);
+        be.rms_norm_rows(k0, L.k_norm, k0, (r1 - r0) * c.n_head_kv, hd, c.rms_eps);
         for (int64_t t = r0; t < r1; ++t) {
           float* q = w.q.data() + t * q_dim;
           float* k = w.k.data() + t * kv_dim;
-          be.rms_norm_rows(q, L.q_norm, q, c.n_head, hd, c.rms_eps);     // per head
-          be.rms_norm_rows(k, L.k_norm, k, c.n_head_kv, hd, c.rms_eps);  // per K/V head
           be.rope(kernels::RopeMode::kNeox, q, c.n_head, hd, rope_cs(w, t, il));
           be.rope(kernels::RopeMode::kNeox, k, c.n_head_kv, hd, rope_cs(w, t, il));
-          be.scale(q, q_dim, c.attn_scale);
           store_kv(w, il, t, k, w.v.data() + t * kv_dim);
         }
+        be.scale(q0, (r1 - r0) * q_dim, c.attn_scale);
       });
       attention(w, il, n);
       be.matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]

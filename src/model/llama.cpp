@@ -82,9 +82,9 @@ class LlamaModel final : public Model {
           float* k = w.k.data() + t * kv_dim;
           be.rope(kernels::RopeMode::kNormal, q, c.n_head, hd, rope_cs(w, t, il));
           be.rope(kernels::RopeMode::kNormal, k, c.n_head_kv, hd, rope_cs(w, t, il));
-          be.scale(q, q_dim, c.attn_scale);
           store_kv(w, il, t, k, w.v.data() + t * kv_dim);
         }
+        be.scale(w.q.data() + r0 * q_dim, (r1 - r0) * q_dim, c.attn_scale);  // once over the range
       });
       attention(w, il, n);
       be.matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]

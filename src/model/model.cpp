@@ -354,7 +354,10 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
   if (attention_split(w, il, n)) return;
   const ModelConfig& c = config_;
   const int64_t hd = c.head_dim, q_dim = c.n_head * hd, group = c.n_head / c.n_head_kv;
-  const int64_t n_threads = w.pool ? w.pool->size() : 1, jobs = n * c.n_head_kv;
+  // A device backend (memory not the host's) takes every job from this thread: its calls queue kernels,
+  // so host threads would only contend, and a split of the query heads would only add launches.
+  ThreadPool* pool = be_->host_memory() ? w.pool : nullptr;
+  const int64_t n_threads = pool ? pool->size() : 1, jobs = n * c.n_head_kv;
   const int64_t split = std::min<int64_t>(group, std::max<int64_t>(1, (n_threads + jobs - 1) / jobs));
   // With one part per job (every window of 2+ rows), each thread takes a contiguous run of jobs in
   // K/V-head-major order, so the rows after a head's first one find its K/V in this core's L2; a
@@ -437,7 +440,7 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
       be_->attention(w.q.data() + q_off, (int)(h1 - h0), hd, view, lo, n_main, scores, w.attn.data() + q_off);
     }
   };
-  if (w.pool) w.pool->run(job); else job(0, 1);
+  if (pool) pool->run(job); else job(0, 1);
 }
 
 }  // namespace dspark::model

@@ -5,7 +5,8 @@
 // What crosses to the host inside a forward: the embedding rows (dequantized on the host from the
 // mapped table and copied up, the CPU's bits), each row's RoPE angles (computed on the host by
 // kernels/ops.h rope_angles, the CPU's bits), a token tree's extra key positions, argmax's index,
-// and the logits / taps the model copies out (Backend::to_host).
+// and the logits / taps the model copies out (Backend::to_host). Copies up go through a pinned ring
+// without waiting for the stream (from_host); copies down wait for it.
 //
 // Weights: prepare_weight uploads a matrix and remembers its device copy by the host address of its
 // GGUF bytes (QMatrix::data); matmul finds the copy there, so QMatrix itself is unchanged and CPU
@@ -71,6 +72,9 @@ class CudaBackend final : public Backend {
   CudaBackend() {
     check(cudaSetDevice(0), "set device 0");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "create stream");
+    void* ring = nullptr;
+    check(cudaHostAlloc(&ring, kRingBytes, cudaHostAllocDefault), "pinned staging ring");
+    ring_ = static_cast<char*>(ring);
     const GeluTable table;  // 256 KB, uploaded once
     gelu_ = alloc(sizeof(float) * 65536);
     from_host(gelu_.data(), table.data(), sizeof(float) * 65536);
@@ -109,7 +113,24 @@ class CudaBackend final : public Backend {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
     check(cudaStreamSynchronize(stream_), "copy to host");
   }
+  // The caller's array is free when this returns. Up to a quarter of the staging ring, the bytes go
+  // through it (pinned memory) and the transfer is queued without waiting: each row's RoPE angles and
+  // the embedding rows of a forward then cost no stream synchronization; a wrap of the ring waits for
+  // the stream once (the queued transfers that read its start have then run).
   void from_host(void* dst, const void* src, size_t bytes) const override {
+    if (bytes == 0) return;
+    if (bytes <= kRingBytes / 4) {
+      std::lock_guard lk(ring_mu_);
+      if (ring_off_ + bytes > kRingBytes) {
+        check(cudaStreamSynchronize(stream_), "copy from host");
+        ring_off_ = 0;
+      }
+      char* p = ring_ + ring_off_;
+      ring_off_ = (ring_off_ + bytes + 255) / 256 * 256;
+      std::memcpy(p, src, bytes);
+      check(cudaMemcpyAsync(dst, p, bytes, cudaMemcpyHostToDevice, stream_), "copy from host");
+      return;
+    }
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy from host");
     check(cudaStreamSynchronize(stream_), "copy from host");  // src may be a caller's temporary
   }
@@ -215,6 +236,7 @@ class CudaBackend final : public Backend {
 
  private:
   static constexpr int64_t kMaxRopeDim = 1024;
+  static constexpr size_t kRingBytes = size_t{8} << 20;  // pinned host -> device staging
 
   const uint8_t* device_weight(const QMatrix& m) const {
     std::lock_guard lk(mu_);
@@ -226,6 +248,9 @@ class CudaBackend final : public Backend {
   Buffer gelu_, index_;
   mutable std::mutex mu_;
   mutable std::map<const void*, void*> weights_;  // host GGUF bytes -> device copy
+  char* ring_ = nullptr;
+  mutable size_t ring_off_ = 0;
+  mutable std::mutex ring_mu_;
   mutable std::mutex act_mu_;
   mutable Buffer act_;  // quantized activation rows, grown as needed
 };
