@@ -94,11 +94,17 @@ for m in smollm2 gemma3; do
   run cuda --backend cuda --no-spec
   run cuda-spec --backend cuda --draft-kind ngram --num-draft-tokens 4
   run cuda-spec-sampled --backend cuda --draft-kind ngram --temp 0.7 --seed 3
-  python3 - "$m" "$res" /tmp/$m-cpu.json /tmp/$m-cuda.json /tmp/$m-cuda-spec.json <<'PY' || fail=1
+  # Random weights decode greedily to one token repeated; sampling at T 1 (the same seed) walks the
+  # vocabulary, so CPU against GPU there is the more searching comparison (reported, not required:
+  # SiLU and attention differ by rounding, and a draw may fall on a boundary between two tokens).
+  run cpu-t1 --backend cpu --no-spec --temp 1 --seed 5
+  run cuda-t1 --backend cuda --no-spec --temp 1 --seed 5
+  python3 - "$m" "$res" /tmp/$m-cpu.json /tmp/$m-cuda.json /tmp/$m-cuda-spec.json /tmp/$m-cpu-t1.json \
+    /tmp/$m-cuda-t1.json <<'PY' || fail=1
 import json, sys
 m, res, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
 try:
-    cpu, cuda, spec = (json.load(open(p)) for p in paths)
+    cpu, cuda, spec, cpu_t1, cuda_t1 = (json.load(open(p)) for p in paths)
 except Exception as e:  # a run above failed: already reported
     print(f"FAIL {m}: {e}"); sys.exit(1)
 def agree(a, b):
@@ -109,7 +115,9 @@ row = {"model": m, "check": "greedy", "tokens": len(cpu["tokens"]),
        "cpu_vs_cuda_agree": agree(cpu["tokens"], cuda["tokens"]),
        "spec_vs_serial_cuda_agree": agree(cuda["tokens"], spec["tokens"]),
        "cuda_decode_tok_s": cuda.get("decode_tok_s"), "cpu_decode_tok_s": cpu.get("decode_tok_s"),
-       "cuda_spec_decode_tok_s": spec.get("decode_tok_s"), "spec": spec.get("spec")}
+       "cuda_spec_decode_tok_s": spec.get("decode_tok_s"), "spec": spec.get("spec"),
+       "sampled_t1_cpu_vs_cuda_agree": agree(cpu_t1["tokens"], cuda_t1["tokens"]),
+       "sampled_t1_distinct_tokens": len(set(cpu_t1["tokens"]))}
 open(res, "a").write(json.dumps(row) + "\n")
 print(json.dumps(row))
 ok = row["cpu_vs_cuda_agree"] == row["tokens"] and row["spec_vs_serial_cuda_agree"] == row["tokens"]
