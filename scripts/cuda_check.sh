@@ -78,6 +78,16 @@ grep -E "^\[ *(OK|FAILED|SKIPPED) *\]|Failure|Skipped|Expected|Which is|error" /
 # Here a skipped device test means the backend did not start: a failure, not a pass.
 grep -q "^\[  SKIPPED \]" /tmp/cuda_unit.txt && { echo "FAIL the CUDA tests skipped on a GPU machine"; fail=1; }
 
+# The device tests again under compute-sanitizer's memcheck where the machine allows it (out-of-bounds
+# and misaligned accesses; some runtimes refuse it: reported, not failed).
+san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ -n "$san" ]; then
+  echo "== memcheck of the CUDA tests"
+  timeout 240 "$san" --tool memcheck "$bin/dspark_kernels_tests" --gtest_filter='CudaBackend.*' >/tmp/cuda_memcheck.txt 2>&1
+  grep -E "ERROR SUMMARY|Invalid|out of bounds|misaligned|not supported" /tmp/cuda_memcheck.txt | head -20
+  grep -qE "ERROR SUMMARY: [1-9]" /tmp/cuda_memcheck.txt && { echo "FAIL memcheck found errors"; fail=1; }
+fi
+
 prompt="The river runs past the old mill. The river runs past the old mill and the bridge. The river runs"
 for m in smollm2 gemma3; do
   echo "== $m: random-weight model of the target's shapes"
