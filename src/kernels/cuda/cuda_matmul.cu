@@ -63,48 +63,49 @@ __global__ void mm_block32(const uint8_t* W, size_t row_stride, int64_t n_rows, 
   if (lane == 0) y[t * ldy + r] = acc;
 }
 
-// Q4_K / Q5_K: 8 lanes per super-block (one sub-block each), 4 super-blocks per pass.
+// A super-block's sub-block sums and chain step, one interface for the K-quants: Q4_K / Q5_K have 8
+// sub-blocks of 32 (I and M), Q6_K 16 of 16 (I alone).
 template <class B>
-__global__ void mm_k45(const uint8_t* W, size_t row_stride, int64_t n_rows, int64_t n_cols, const uint8_t* act,
-                       size_t act_stride, int64_t t0, float* y, int64_t ldy) {
-  const int lane = threadIdx.x & 31, g = lane / 8, j = lane % 8;
+__device__ __forceinline__ void sub_sums(const B& w, const BlockQ8_K& a, int j, int32_t* I, int32_t* M) {
+  k45_sub(w, a, j, I, M);
+}
+__device__ __forceinline__ void sub_sums(const BlockQ6_K& w, const BlockQ8_K& a, int k, int32_t* I, int32_t* M) {
+  *I = q6_K_sub(w, a, k);
+  *M = 0;
+}
+template <class B>
+__device__ __forceinline__ float step_sb(float acc, const B& w, const BlockQ8_K& a, int32_t I, int32_t M) {
+  return step_k45(acc, w, a, I, M);
+}
+__device__ __forceinline__ float step_sb(float acc, const BlockQ6_K& w, const BlockQ8_K& a, int32_t I, int32_t) {
+  return step_q6_K(acc, w, a, I);
+}
+
+// K-quants: kSubs lanes per super-block (one sub-block each), 32 / kSubs super-blocks per pass; the
+// sub-block sums add up within each lane group, then the chain takes the super-blocks in order.
+template <class B, int kSubs>
+__global__ void mm_superblock(const uint8_t* W, size_t row_stride, int64_t n_rows, int64_t n_cols, const uint8_t* act,
+                              size_t act_stride, int64_t t0, float* y, int64_t ldy) {
+  constexpr int kPerPass = 32 / kSubs;
+  const int lane = threadIdx.x & 31, g = lane / kSubs, j = lane % kSubs;
   const int64_t r = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, t = t0 + blockIdx.y;
-  if (r >= n_rows) return;
+  if (r >= n_rows) return;  // the whole warp: r is the warp's
   const B* w = reinterpret_cast<const B*>(W + r * row_stride);
   const auto* a = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
   const int64_t nsb = n_cols / 256;
   float acc = 0.f;
-  for (int64_t c = 0; c < nsb; c += 4) {
+  for (int64_t c = 0; c < nsb; c += kPerPass) {
     int32_t I = 0, M = 0;
-    if (c + g < nsb) k45_sub(w[c + g], a[c + g], j, &I, &M);
-    for (int o = 4; o; o >>= 1) {  // integer sums: exact in any order
+    if (c + g < nsb) sub_sums(w[c + g], a[c + g], j, &I, &M);
+    for (int o = kSubs / 2; o; o >>= 1) {  // integer sums: exact in any order
       I += __shfl_xor_sync(kFull, I, o);
       M += __shfl_xor_sync(kFull, M, o);
     }
-    const int m = (int)(nsb - c < 4 ? nsb - c : 4);
+    const int m = (int)(nsb - c < kPerPass ? nsb - c : kPerPass);
     for (int k = 0; k < m; ++k) {
-      const int32_t Ik = __shfl_sync(kFull, I, 8 * k), Mk = __shfl_sync(kFull, M, 8 * k);
-      acc = step_k45(acc, w[c + k], a[c + k], Ik, Mk);
+      const int32_t Ik = __shfl_sync(kFull, I, kSubs * k), Mk = __shfl_sync(kFull, M, kSubs * k);
+      acc = step_sb(acc, w[c + k], a[c + k], Ik, Mk);
     }
-  }
-  if (lane == 0) y[t * ldy + r] = acc;
-}
-
-// Q6_K: 16 lanes per super-block (one 16-element sub-block each), 2 super-blocks per pass.
-__global__ void mm_q6_K(const uint8_t* W, size_t row_stride, int64_t n_rows, int64_t n_cols, const uint8_t* act,
-                        size_t act_stride, int64_t t0, float* y, int64_t ldy) {
-  const int lane = threadIdx.x & 31, g = lane / 16, k16 = lane % 16;
-  const int64_t r = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, t = t0 + blockIdx.y;
-  if (r >= n_rows) return;
-  const auto* w = reinterpret_cast<const BlockQ6_K*>(W + r * row_stride);
-  const auto* a = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
-  const int64_t nsb = n_cols / 256;
-  float acc = 0.f;
-  for (int64_t c = 0; c < nsb; c += 2) {
-    int32_t I = c + g < nsb ? q6_K_sub(w[c + g], a[c + g], k16) : 0;
-    for (int o = 8; o; o >>= 1) I += __shfl_xor_sync(kFull, I, o);
-    const int m = (int)(nsb - c < 2 ? nsb - c : 2);
-    for (int k = 0; k < m; ++k) acc = step_q6_K(acc, w[c + k], a[c + k], __shfl_sync(kFull, I, 16 * k));
   }
   if (lane == 0) y[t * ldy + r] = acc;
 }
@@ -145,9 +146,9 @@ void matmul(cudaStream_t s, DType t, const uint8_t* w, size_t row_stride, int64_
       case DType::Q5_0: mm_block32<BlockQ5_0><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
       case DType::Q4_1: mm_block32<BlockQ4_1><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
       case DType::Q5_1: mm_block32<BlockQ5_1><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
-      case DType::Q4_K: mm_k45<BlockQ4_K><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
-      case DType::Q5_K: mm_k45<BlockQ5_K><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
-      case DType::Q6_K: mm_q6_K<<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q4_K: mm_superblock<BlockQ4_K, 8><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q5_K: mm_superblock<BlockQ5_K, 8><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
+      case DType::Q6_K: mm_superblock<BlockQ6_K, 16><<<warps, threads, 0, s>>>(w, row_stride, n_rows, n_cols, act, act_stride, t0, y, ldy); break;
       default:
         mm_float<<<floats, 128, 0, s>>>(t, w, row_stride, n_rows, n_cols, reinterpret_cast<const float*>(act), t0, y, ldy);
         break;
