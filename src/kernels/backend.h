@@ -108,6 +108,9 @@ class Backend {
   // True when backend memory is the caller's memory (the CPU): results may be written straight
   // into host arrays (the session's logits) instead of staged and copied.
   virtual bool host_memory() const = 0;
+  // Returns once every op called so far has finished. The CPU's ops finish before they return (a
+  // no-op); a device backend's are queued. For timing single ops (ProfilingBackend, bench --profile).
+  virtual void synchronize() const {}
 
   // Weights. prepare_weight(m, &storage) may give m a backend copy (m.packed on the CPU) held in
   // storage; returns false when m stays as it is. fused_weight() prepares one matrix of the parts'

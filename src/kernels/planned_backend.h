@@ -31,6 +31,7 @@ class PlannedCpuBackend final : public Backend {
   void to_host(void* d, const void* s, size_t bytes) const override { in_.to_host(d, s, bytes); }
   void from_host(void* d, const void* s, size_t bytes) const override { in_.from_host(d, s, bytes); }
   bool host_memory() const override { return in_.host_memory(); }
+  void synchronize() const override { in_.synchronize(); }
   bool prepare_weight(QMatrix* m, Buffer* storage) const override;
   bool fused_weight(std::span<const QMatrix* const> parts, QMatrix* out, Buffer* storage) const override;
   bool weight_prepared(const QMatrix& m) const override;

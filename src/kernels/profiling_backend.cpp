@@ -11,8 +11,10 @@ void ProfilingBackend::timed(const std::string& op, const Fn& fn, bool thread_ti
     fn();
     return;
   }
+  in_.synchronize();  // a device backend's queue: the op's own time, not its launch's or the ones before
   const auto t0 = std::chrono::steady_clock::now();
   fn();
+  in_.synchronize();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu_);
   OpTime& t = ops_[op];

@@ -42,6 +42,7 @@ class ProfilingBackend final : public Backend {
   void to_host(void* host_dst, const void* src, size_t bytes) const override;
   void from_host(void* dst, const void* host_src, size_t bytes) const override;
   bool host_memory() const override { return in_.host_memory(); }
+  void synchronize() const override { in_.synchronize(); }
   bool prepare_weight(QMatrix* m, Buffer* storage) const override { return in_.prepare_weight(m, storage); }
   bool fused_weight(std::span<const QMatrix* const> parts, QMatrix* out, Buffer* storage) const override {
     return in_.fused_weight(parts, out, storage);

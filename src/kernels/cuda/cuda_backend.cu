@@ -135,6 +135,7 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "copy from host");  // src may be a caller's temporary
   }
   bool host_memory() const override { return false; }
+  void synchronize() const override { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
   bool prepare_weight(QMatrix* m, Buffer* storage) const override {
     if (!m->data || !supported(m->type) || device_weight(*m)) return false;
