@@ -2,11 +2,12 @@
 // their GGUF layouts, the ops of cuda_ops.h on one stream. A first, plain version meant to be right
 // before it is fast: one launch per op call, the model's per-row and per-head calls as they are.
 //
-// What crosses to the host inside a forward: the embedding rows (dequantized on the host from the
-// mapped table and copied up, the CPU's bits), each row's RoPE angles (computed on the host by
-// kernels/ops.h rope_angles, the CPU's bits), a token tree's extra key positions, argmax's index,
-// and the logits / taps the model copies out (Backend::to_host). Copies up go through a pinned ring
-// without waiting for the stream (from_host); copies down wait for it.
+// What crosses to the host inside a forward: the token ids and a token tree's extra key positions
+// (up), argmax's index and the logits / taps the model copies out (down). Embedding rows are gathered
+// and dequantized on the device from the LM head's copy where the head is tied to the table (both
+// targets), else on the host; RoPE angles come from a device table the host fills once per position
+// range with the CPU's function (the CPU's bits either way). Copies up go through a pinned ring without
+// waiting for the stream (from_host); copies down wait for it.
 //
 // Weights: prepare_weight uploads a matrix and remembers its device copy by the host address of its
 // GGUF bytes (QMatrix::data); matmul finds the copy there, so QMatrix itself is unchanged and CPU
@@ -15,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -175,7 +177,15 @@ class CudaBackend final : public Backend {
   }
 
   void embed_rows(const QMatrix& table, const int32_t* ids, int64_t n, float s, float* x) const override {
-    std::vector<float> rows((size_t)(n * table.n_cols));  // ids and table are host memory
+    if (const uint8_t* dt = device_weight(table)) {  // the table is on the device (a tied LM head's copy)
+      std::lock_guard lk(act_mu_);
+      if (ids_.bytes() < sizeof(int32_t) * (size_t)n) ids_ = alloc(sizeof(int32_t) * (size_t)n);
+      from_host(ids_.data(), ids, sizeof(int32_t) * (size_t)n);
+      cuda::embed_rows(stream_, table.type, dt, table.row_stride, static_cast<const int32_t*>(ids_.data()), n,
+                       table.n_cols, s, x);
+      return;
+    }
+    std::vector<float> rows((size_t)(n * table.n_cols));  // else dequantized here from the host table
     for (int64_t t = 0; t < n; ++t) {
       float* row = rows.data() + t * table.n_cols;
       dequantize_row(table.type, static_cast<const uint8_t*>(table.data) + (size_t)ids[t] * table.row_stride, row,
@@ -187,11 +197,10 @@ class CudaBackend final : public Backend {
   void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps) const override {
     cuda::rms_norm_rows(stream_, x, w, out, rows, n, eps);
   }
+  // A row of a device table of every position's angles (per head_dim and base), filled on the host by
+  // kernels/ops.h rope_angles (the CPU's bits) and grown by doubling: a copy within the device.
   void rope_angles(int64_t head_dim, int64_t pos, float base, float* cs) const override {
-    float host[kMaxRopeDim];  // [head_dim]: cos of the half, then sin
-    if (head_dim > kMaxRopeDim) throw std::runtime_error("cuda rope: head_dim " + std::to_string(head_dim) + " > 1024");
-    kernels::rope_angles(head_dim, pos, base, host);
-    from_host(cs, host, sizeof(float) * (size_t)head_dim);
+    copy(cs, rope_row(head_dim, pos, base), sizeof(float) * (size_t)head_dim);
   }
   void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, const float* cs) const override {
     cuda::rope(stream_, mode == RopeMode::kNeox, x, n_heads, head_dim, cs);
@@ -236,8 +245,32 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  static constexpr int64_t kMaxRopeDim = 1024;
+  static constexpr int64_t kRopeMinPositions = 4096;
+  struct RopeTable {
+    int64_t head_dim;
+    float base;
+    int64_t n_pos;
+    Buffer data;  // [n_pos, head_dim] f32: cos of the half, then sin
+  };
   static constexpr size_t kRingBytes = size_t{8} << 20;  // pinned host -> device staging
+
+  const float* rope_row(int64_t head_dim, int64_t pos, float base) const {
+    std::lock_guard lk(rope_mu_);
+    RopeTable* t = nullptr;
+    for (RopeTable& r : rope_)
+      if (r.head_dim == head_dim && r.base == base) t = &r;
+    if (!t) t = &rope_.emplace_back(RopeTable{head_dim, base, 0, {}});
+    if (pos >= t->n_pos) {
+      const int64_t n = std::max<int64_t>({pos + 1, 2 * t->n_pos, kRopeMinPositions});
+      std::vector<float> host((size_t)(n * head_dim));  // [n, head_dim]
+      for (int64_t p = 0; p < n; ++p) kernels::rope_angles(head_dim, p, base, host.data() + p * head_dim);
+      Buffer b = alloc(sizeof(float) * host.size());
+      from_host(b.data(), host.data(), sizeof(float) * host.size());
+      t->data = std::move(b);  // the old table's release waits for the copies queued from it
+      t->n_pos = n;
+    }
+    return static_cast<const float*>(t->data.data()) + pos * head_dim;
+  }
 
   const uint8_t* device_weight(const QMatrix& m) const {
     std::lock_guard lk(mu_);
@@ -254,6 +287,9 @@ class CudaBackend final : public Backend {
   mutable std::mutex ring_mu_;
   mutable std::mutex act_mu_;
   mutable Buffer act_;  // quantized activation rows, grown as needed
+  mutable Buffer ids_;  // embed_rows' token ids
+  mutable std::mutex rope_mu_;
+  mutable std::vector<RopeTable> rope_;
 };
 
 std::string& init_error() {

@@ -93,6 +93,15 @@ __global__ void f16_kernel(const float* x, uint16_t* y, int64_t n) {
   if (i < n) y[i] = float_half(x[i]);
 }
 
+__global__ void embed_kernel(DType t, const uint8_t* table, size_t row_stride, const int32_t* ids, int64_t n_cols,
+                             float scale, float* x) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+  if (e >= n_cols) return;
+  float v = dequant_at(t, table + (size_t)ids[r] * row_stride, e);
+  if (scale != 1.0f) v *= scale;
+  x[r * n_cols + e] = v;
+}
+
 constexpr int kAttnThreads = 128;
 
 template <class T, class Op>
@@ -171,6 +180,16 @@ __global__ void argmax_kernel(const float* x, int64_t n, int64_t* out) {
 }
 
 }  // namespace
+
+void embed_rows(cudaStream_t s, DType t, const uint8_t* table, size_t row_stride, const int32_t* ids, int64_t n,
+                int64_t n_cols, float scale, float* x) {
+  for (int64_t r0 = 0; r0 < n; r0 += 65535) {  // grid.y holds 65535 rows at most
+    const unsigned rows = (unsigned)(n - r0 < 65535 ? n - r0 : 65535);
+    embed_kernel<<<dim3(blocks_for(n_cols, 256), rows), 256, 0, s>>>(t, table, row_stride, ids + r0, n_cols, scale,
+                                                                     x + r0 * n_cols);
+    check(cudaGetLastError(), "embed_rows");
+  }
+}
 
 void rms_norm_rows(cudaStream_t s, const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps) {
   if (rows <= 0) return;

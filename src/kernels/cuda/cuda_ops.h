@@ -32,6 +32,11 @@ void quantize_rows(cudaStream_t s, DType t, const float* x, int64_t n, int64_t n
 void matmul(cudaStream_t s, DType t, const uint8_t* w, size_t row_stride, int64_t n_rows, int64_t n_cols,
             const uint8_t* act, size_t act_stride, int64_t n, float* y, int64_t ldy);
 
+// x [n, n_cols] <- rows ids[0..n) (device int32) of `table` (device, rows row_stride bytes apart),
+// dequantized as the CPU does (qblock.h dequant_at), times scale when it is not 1.
+void embed_rows(cudaStream_t s, DType t, const uint8_t* table, size_t row_stride, const int32_t* ids, int64_t n,
+                int64_t n_cols, float scale, float* x);
+
 void rms_norm_rows(cudaStream_t s, const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps);
 // x [n_heads, head_dim] rotated by cs [head_dim] (cos of the half, then sin): NEOX pairs (i, i + hd/2)
 // or normal pairs (2i, 2i + 1).

@@ -267,6 +267,58 @@ DSPARK_HD float dot_float(DType t, int64_t n, const uint8_t* w, const float* x) 
   return r;
 }
 
+// Element e of a row of type t, as ref/dequant_ref.cpp computes it (the same products and sums in
+// the same order, so the same bits): the embedding rows the device gathers.
+DSPARK_HD float dequant_at(DType t, const uint8_t* row, int64_t e) {
+  const int i = (int)(e % 32);
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: return load_weight(t, row, e);
+    case DType::Q4_0: {
+      const auto& b = reinterpret_cast<const BlockQ4_0*>(row)[e / 32];
+      return (float)(nibble(b.qs, i) - 8) * half_float(b.d);
+    }
+    case DType::Q4_1: {
+      const auto& b = reinterpret_cast<const BlockQ4_1*>(row)[e / 32];
+      return (float)nibble(b.qs, i) * half_float(b.d) + half_float(b.m);
+    }
+    case DType::Q5_0: {
+      const auto& b = reinterpret_cast<const BlockQ5_0*>(row)[e / 32];
+      return (float)(nibble(b.qs, i) + fifth_bit(b.qh, i) - 16) * half_float(b.d);
+    }
+    case DType::Q5_1: {
+      const auto& b = reinterpret_cast<const BlockQ5_1*>(row)[e / 32];
+      return (float)(nibble(b.qs, i) + fifth_bit(b.qh, i)) * half_float(b.d) + half_float(b.m);
+    }
+    case DType::Q8_0: {
+      const auto& b = reinterpret_cast<const BlockQ8_0*>(row)[e / 32];
+      return (float)b.qs[i] * half_float(b.d);
+    }
+    case DType::Q4_K: case DType::Q5_K: {
+      const int64_t k = e % 256;
+      const int j = (int)(k / 32), l = (int)(k % 32);
+      // Q4_K and Q5_K share the header, scales and qs; Q5_K adds qh before qs.
+      const uint8_t* blk = row + (e / 256) * (t == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K));
+      const auto& h = *reinterpret_cast<const BlockQ4_K*>(blk);
+      int sc, m;
+      scale_min_k4(j, h.scales, &sc, &m);
+      const uint8_t* qs = t == DType::Q4_K ? h.qs : reinterpret_cast<const BlockQ5_K*>(blk)->qs;
+      const uint8_t q = qs[32 * (j / 2) + l];
+      int v = (j % 2 == 0) ? (q & 0xF) : (q >> 4);
+      if (t == DType::Q5_K) v += ((reinterpret_cast<const BlockQ5_K*>(blk)->qh[l] >> j) & 1) << 4;
+      return half_float(h.d) * (float)sc * (float)v - half_float(h.dmin) * (float)m;
+    }
+    case DType::Q6_K: {
+      const auto& b = reinterpret_cast<const BlockQ6_K*>(row)[e / 256];
+      const int k = (int)(e % 256), h = k / 128, r = k % 128, g = r / 32, l = r % 32;
+      const uint8_t lb = b.ql[64 * h + 32 * (g % 2) + l];
+      const int lo = g < 2 ? (lb & 0xF) : (lb >> 4);
+      const int hi = (b.qh[32 * h + l] >> (2 * g)) & 3;
+      return half_float(b.d) * (float)b.scales[k / 16] * (float)((lo | (hi << 4)) - 32);
+    }
+    default: return 0.f;
+  }
+}
+
 // The weight types the CUDA matmul runs and the activation rows they take.
 enum class ActRow { kBlock32, kQ8_K, kF32 };
 DSPARK_HD bool supported(DType t) {

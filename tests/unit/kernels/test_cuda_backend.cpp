@@ -113,6 +113,13 @@ TEST(CudaBackend, RowOpsSameBitsAsCpu) {
       DeviceArray<float> qd = up(be, q), csd(be, (size_t)hd);
       be->rope_angles(hd, 4321, 1e6f, csd.data());
       EXPECT_TRUE(same_bits(down(be, csd), cs)) << "rope angles hd " << hd;
+      for (int64_t pos : {int64_t{0}, int64_t{20000}, int64_t{4321}}) {  // 20000: the device table grows
+        std::vector<float> c2((size_t)hd);
+        cpu.rope_angles(hd, pos, 1e6f, c2.data());
+        DeviceArray<float> d2(be, (size_t)hd);
+        be->rope_angles(hd, pos, 1e6f, d2.data());
+        EXPECT_TRUE(same_bits(down(be, d2), c2)) << "rope angles hd " << hd << " pos " << pos;
+      }
       be->rope(mode, qd.data(), heads, hd, csd.data());
       EXPECT_TRUE(same_bits(down(be, qd), want)) << "rope hd " << hd;
     }
@@ -150,14 +157,22 @@ TEST(CudaBackend, EmbeddingRowsAndArgmaxSameAsCpu) {
   CUDA_OR_SKIP(be);
   const Backend& cpu = default_backend();
   Rng rng(23);
-  for (DType type : {DType::Q8_0, DType::Q4_1, DType::Q6_K, DType::F16}) {
+  for (DType type : test::all_weight_types()) {
     test::TestMatrix table = make_matrix(rng, type, 50, 256, Pattern::kRandom);
     const int32_t ids[4] = {7, 0, 49, 7};
-    std::vector<float> want(4 * 256);
-    cpu.embed_rows(table.m, ids, 4, 25.3f, want.data());
-    DeviceArray<float> xd(be, want.size());
-    be->embed_rows(table.m, ids, 4, 25.3f, xd.data());
-    EXPECT_TRUE(same_bits(down(be, xd), want)) << dtype_name(type);
+    for (float scale : {25.3f, 1.0f}) {
+      std::vector<float> want(4 * 256);
+      cpu.embed_rows(table.m, ids, 4, scale, want.data());
+      DeviceArray<float> xd(be, want.size());
+      be->embed_rows(table.m, ids, 4, scale, xd.data());  // the table on the host: dequantized there
+      EXPECT_TRUE(same_bits(down(be, xd), want)) << dtype_name(type) << " host table";
+      QMatrix m = table.m;  // the table on the device (as a tied LM head's copy): gathered there
+      Buffer storage;
+      ASSERT_TRUE(be->prepare_weight(&m, &storage));
+      DeviceArray<float> yd(be, want.size());
+      be->embed_rows(m, ids, 4, scale, yd.data());
+      EXPECT_TRUE(same_bits(down(be, yd), want)) << dtype_name(type) << " device table";
+    }
   }
   std::vector<float> v = make_values(rng, 49152, Pattern::kRandom);
   v[30000] = 50.f;

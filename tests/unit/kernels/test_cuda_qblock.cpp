@@ -72,6 +72,23 @@ TEST(CudaQBlock, RowDotIsTheCanonicalScalarDot) {
   }
 }
 
+// The device's embedding gather dequantizes element by element: each must be the reference's bits.
+TEST(CudaQBlock, DequantAtIsTheReferenceDequantizer) {
+  std::mt19937 rng(31);
+  for (DType t : kTypes) {
+    const int64_t n = 512;
+    std::vector<float> wf = random_row(rng, n, 0.3f);
+    std::vector<uint8_t> w(row_bytes(t, n));
+    quantize_row_ref(t, wf.data(), w.data(), n);
+    std::vector<float> want((size_t)n);
+    dequantize_row_ref(t, w.data(), want.data(), n);
+    for (int64_t e = 0; e < n; ++e) {
+      const float got = cuda::dequant_at(t, w.data(), e);
+      ASSERT_EQ(std::memcmp(&got, &want[(size_t)e], 4), 0) << dtype_name(t) << " element " << e;
+    }
+  }
+}
+
 TEST(CudaQBlock, SupportsTheWeightTypesOfBothTargets) {
   for (DType t : kTypes) EXPECT_TRUE(cuda::supported(t)) << dtype_name(t);
   EXPECT_FALSE(cuda::supported(DType::Q2_K));
