@@ -218,11 +218,12 @@ class CudaBackend final : public Backend {
   void attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos, int64_t n_keys,
                  float* scores, float* out) const override {
     DeviceKv d{kv.k, kv.v, kv.capacity, kv.stride, nullptr, kv.n_extra};
-    Buffer extra;
-    if (kv.n_extra > 0) {  // a tree row's ancestors: host positions, copied up
-      extra = alloc(sizeof(int64_t) * (size_t)kv.n_extra);
-      from_host(extra.data(), kv.extra, sizeof(int64_t) * (size_t)kv.n_extra);
-      d.extra = static_cast<const int64_t*>(extra.data());
+    std::lock_guard lk(act_mu_);
+    if (kv.n_extra > 0) {  // a tree row's ancestors: host positions, copied up (stream order keeps them)
+      const size_t bytes = sizeof(int64_t) * (size_t)kv.n_extra;
+      if (extra_.bytes() < bytes) extra_ = alloc(std::max<size_t>(bytes, 4096));
+      from_host(extra_.data(), kv.extra, bytes);
+      d.extra = static_cast<const int64_t*>(extra_.data());
     }
     cuda::attention(stream_, q, n_q, head_dim, d, first_pos, n_keys, scores, out);
   }
@@ -285,9 +286,10 @@ class CudaBackend final : public Backend {
   char* ring_ = nullptr;
   mutable size_t ring_off_ = 0;
   mutable std::mutex ring_mu_;
-  mutable std::mutex act_mu_;
+  mutable std::mutex act_mu_;  // the scratch buffers below
   mutable Buffer act_;  // quantized activation rows, grown as needed
-  mutable Buffer ids_;  // embed_rows' token ids
+  mutable Buffer ids_;    // embed_rows' token ids
+  mutable Buffer extra_;  // attention's extra key positions (token trees)
   mutable std::mutex rope_mu_;
   mutable std::vector<RopeTable> rope_;
 };
