@@ -1,7 +1,5 @@
 // Device kernels of the CUDA backend other than the matmul (cuda_ops.h): per-row steps, attention over
 // the f16 K/V cache, argmax. Plain first versions: one launch per call, no fusion.
-#include <cuda_fp16.h>
-
 #include <cfloat>
 #include <stdexcept>
 
@@ -119,10 +117,6 @@ __device__ T block_reduce(T v, Op op, T* shared) {  // every thread gets the res
   return r;
 }
 
-// The hardware's f16 conversions: for every value but NaN the same as qblock.h's half_float /
-// float_half (the conversion up is exact, the one down rounds to nearest even), at an instruction each.
-__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float round_h(float v) { return __half2float(__float2half_rn(v)); }
 
 // One block per query head: q rounded to f16, scores, max, exp and their sum (in double), the
 // probabilities rounded to f16 once, then each output column over the keys (kernels/attention.h
@@ -134,7 +128,7 @@ __global__ void attention_kernel(const float* q, int64_t hd, DeviceKv kv, int64_
   __shared__ double red_d[kAttnThreads];
   const int h = blockIdx.x, tid = threadIdx.x;
   const int64_t nk = n_main + kv.n_extra, f0 = first_pos % kv.capacity;
-  for (int64_t i = tid; i < hd; i += blockDim.x) qh[i] = round_h(q[h * hd + i]);
+  for (int64_t i = tid; i < hd; i += blockDim.x) qh[i] = round_half(q[h * hd + i]);
   __syncthreads();
   float* s = scores + h * nk;
   auto slot = [&](int64_t j) -> int64_t {
@@ -145,7 +139,7 @@ __global__ void attention_kernel(const float* q, int64_t hd, DeviceKv kv, int64_
   for (int64_t j = tid; j < nk; j += blockDim.x) {
     const uint16_t* k = kv.k + slot(j) * kv.stride;
     float acc = 0.f;
-    for (int64_t i = 0; i < hd; ++i) acc += qh[i] * h2f(k[i]);
+    for (int64_t i = 0; i < hd; ++i) acc += qh[i] * half_float(k[i]);
     s[j] = acc;
     mx = fmaxf(mx, acc);
   }
@@ -158,11 +152,11 @@ __global__ void attention_kernel(const float* q, int64_t hd, DeviceKv kv, int64_
   }
   sum = block_reduce(sum, [](double a, double b) { return a + b; }, red_d);
   const float inv = (float)(1.0 / sum);
-  for (int64_t j = tid; j < nk; j += blockDim.x) s[j] = round_h(s[j] * inv);
+  for (int64_t j = tid; j < nk; j += blockDim.x) s[j] = round_half(s[j] * inv);
   __syncthreads();
   for (int64_t i = tid; i < hd; i += blockDim.x) {
     float o = 0.f;
-    for (int64_t j = 0; j < nk; ++j) o += s[j] * h2f(kv.v[slot(j) * kv.stride + i]);
+    for (int64_t j = 0; j < nk; ++j) o += s[j] * half_float(kv.v[slot(j) * kv.stride + i]);
     out[h * hd + i] = o;
   }
 }

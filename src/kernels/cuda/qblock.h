@@ -20,6 +20,7 @@
 #include "kernels/quant_blocks.h"
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
 #define DSPARK_HD __host__ __device__ __forceinline__
 #else
 #define DSPARK_HD inline
@@ -38,8 +39,13 @@ DSPARK_HD uint32_t float_bits(float f) {
   return u;
 }
 
-// IEEE binary16 <-> f32, exact / round to nearest even (core/f16.h's rules).
+// IEEE binary16 <-> f32, exact / round to nearest even (core/f16.h's rules). On the device, the
+// hardware's conversions: the same values for every input but NaN (whose payload may differ), at an
+// instruction each; the host build's tests check the portable code below.
 DSPARK_HD float half_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#endif
   const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
   if (exp == 0) {
@@ -56,6 +62,9 @@ DSPARK_HD float half_float(uint16_t h) {
 }
 
 DSPARK_HD uint16_t float_half(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#endif
   const uint32_t x = float_bits(f), sign = (x >> 16) & 0x8000u, absx = x & 0x7FFFFFFFu;
   if (absx >= 0x7F800000u) return (uint16_t)(sign | 0x7C00u | (absx > 0x7F800000u ? 0x200u : 0));
   if (absx >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);
