@@ -4,8 +4,9 @@
 // allocations, as a GPU's would have to (kernels/backend.h lists the few host arguments the seam
 // allows: ids, the attention rows' positions, a tree's extra keys). The logits must be the plain
 // CPU backend's, bit for bit, for a prompt, verify windows of 1 to 16 tokens, last-row logits and a
-// token tree; and no op may be handed host memory. What the CUDA backend relies on, checked here
-// on any machine.
+// token tree, two sequences in one batched forward and a prompt-cache restore; and no op may be
+// handed host memory. What the CUDA backend relies on, checked here on any machine.
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "kernels/backend.h"
 #include "real_model.h"
+#include "serve/prompt_cache.h"
 
 namespace dspark::testing {
 namespace {
@@ -25,6 +27,8 @@ class SeamCheckBackend final : public kernels::Backend {
     std::lock_guard lk(mu_);
     return bad_;
   }
+  int64_t to_host_bytes() const { return to_host_.load(); }
+  int64_t from_host_bytes() const { return from_host_.load(); }
 
   std::string name() const override { return "seam-check(" + in_.name() + ")"; }
   kernels::Buffer alloc(size_t bytes) const override {
@@ -48,10 +52,12 @@ class SeamCheckBackend final : public kernels::Backend {
     in_.copy(d, s, n);
   }
   void to_host(void* d, const void* s, size_t n) const override {
+    to_host_ += (int64_t)n;
     mine(s, n, "to_host src");
     in_.to_host(d, s, n);
   }
   void from_host(void* d, const void* s, size_t n) const override {
+    from_host_ += (int64_t)n;
     mine(d, n, "from_host dst");
     in_.from_host(d, s, n);
   }
@@ -162,6 +168,7 @@ class SeamCheckBackend final : public kernels::Backend {
   mutable std::mutex mu_;
   mutable std::map<const char*, size_t> ranges_;
   mutable std::vector<std::string> bad_;
+  mutable std::atomic<int64_t> to_host_{0}, from_host_{0};
 };
 
 void check_model(runtime::LoadedModel* lm) {
@@ -197,6 +204,61 @@ void check_model(runtime::LoadedModel* lm) {
   ASSERT_EQ(std::memcmp(sa.logits(), sb.logits(), tree_tokens.size() * V * sizeof(float)), 0) << "tree";
   const std::vector<std::string> bad = be.violations();
   EXPECT_TRUE(bad.empty()) << "host memory handed to an op: " << bad.front() << " (and " << bad.size() - 1 << " more)";
+}
+
+// What the server adds: two sequences in one batched forward, and a sequence saved to the prompt
+// cache and restored into another session (K/V rows through to_host / from_host), then continued.
+void check_multi_and_prompt_cache(runtime::LoadedModel* lm) {
+  const SeamCheckBackend be(kernels::default_backend());
+  auto staged = runtime::load_model(lm->path, "", "", be);
+  ASSERT_TRUE(staged.is_ok()) << staged.message();
+  const model::Model &a = *staged->model, &b = *lm->model;
+  const model::SessionOptions opt{.n_ctx = 256, .max_batch = 64};
+  const int64_t V = a.config().n_vocab;
+  const std::vector<int32_t> p1 = lm->tok->encode("Rivers carry sediment to the sea, and over", true, false);
+  const std::vector<int32_t> p2 = lm->tok->encode("A list of prime numbers: 2, 3, 5, 7,", true, false);
+  const model::ForwardOptions last{model::LogitsMode::kLast, {}};
+  model::Session a1(a, opt, &test_pool()), a2(a, opt, &test_pool()), b1(b, opt, &test_pool()), b2(b, opt, &test_pool());
+  model::ForwardScratch wa(a.backend(), a.config(), 128, 256, &test_pool()), wb(b.backend(), b.config(), 128, 256,
+                                                                                 &test_pool());
+  const model::SeqInput sa[2] = {{&a1, p1}, {&a2, p2}}, sb[2] = {{&b1, p1}, {&b2, p2}};
+  ASSERT_TRUE(a.forward_multi(sa, last, wa).is_ok());
+  ASSERT_TRUE(b.forward_multi(sb, last, wb).is_ok());
+  ASSERT_EQ(std::memcmp(a1.logits(), b1.logits(), V * sizeof(float)), 0) << "batched sequence 1";
+  ASSERT_EQ(std::memcmp(a2.logits(), b2.logits(), V * sizeof(float)), 0) << "batched sequence 2";
+
+  serve::PromptCache cache(size_t{64} << 20);
+  speculative::SeqHistory h;
+  h.tokens = p1;
+  // Every K and V row of the sequence (f16) crosses through the backend, both ways.
+  const model::ModelConfig& c = a.config();
+  const int64_t kv_bytes = 2 * c.n_layer * c.n_head_kv * (int64_t)p1.size() * c.head_dim * 2;
+  const int64_t down0 = be.to_host_bytes();
+  cache.save(a1.kv(), h);
+  ASSERT_EQ(cache.entries(), 1u);
+  EXPECT_EQ(be.to_host_bytes() - down0, kv_bytes) << "the snapshot's rows through to_host";
+  model::Session restored(a, opt, &test_pool());
+  speculative::SeqHistory hr;
+  const int64_t up0 = be.from_host_bytes();
+  ASSERT_TRUE(cache.restore(0, restored.kv(), &hr));
+  EXPECT_EQ(be.from_host_bytes() - up0, kv_bytes) << "the restored rows through from_host";
+  ASSERT_EQ(hr.tokens, p1);
+  const int32_t next = p2[1];
+  ASSERT_TRUE(a.forward(restored, std::span<const int32_t>(&next, 1), last).is_ok());
+  ASSERT_TRUE(b.forward(b1, std::span<const int32_t>(&next, 1), last).is_ok());
+  ASSERT_EQ(std::memcmp(restored.logits(), b1.logits(), V * sizeof(float)), 0) << "after a prompt-cache restore";
+  const std::vector<std::string> bad = be.violations();
+  EXPECT_TRUE(bad.empty()) << "host memory handed to an op: " << bad.front() << " (and " << bad.size() - 1 << " more)";
+}
+
+TEST(SeamReal, StagedBackendBatchedAndPromptCacheSmolLM2) {
+  DSPARK_REQUIRE_SMOLLM2();
+  check_multi_and_prompt_cache(real_smollm2());
+}
+
+TEST(SeamReal, StagedBackendBatchedAndPromptCacheGemma) {
+  DSPARK_REQUIRE_REAL_MODEL();
+  check_multi_and_prompt_cache(real_model());
 }
 
 TEST(SeamReal, StagedBackendSameLogitsAndNoHostPointersGemma) {
