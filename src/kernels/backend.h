@@ -155,6 +155,22 @@ class Backend {
   virtual bool attention_split_ok(int64_t head_dim) const = 0;
   virtual void attention_split(const AttnSplit& s, int phase, int part, float* p) const = 0;
   virtual int64_t argmax(const float* x, int64_t n) const = 0;  // first index of the largest value
+
+  // Several rows in one call, for backends where a call costs a launch (a device); the defaults call
+  // the one-row ops above row by row, so a backend without its own gives the same bits.
+  // Row t of x (at x + t * x_stride, [n_heads, head_dim]) rotated by the angles at cs + t * cs_stride.
+  virtual void rope_rows(RopeMode mode, float* x, int64_t n_rows, int64_t x_stride, int64_t n_heads, int64_t head_dim,
+                         const float* cs, int64_t cs_stride) const {
+    for (int64_t t = 0; t < n_rows; ++t) rope(mode, x + t * x_stride, n_heads, head_dim, cs + t * cs_stride);
+  }
+  // Row t of y (at y + t * y_stride) <- f16 of row t of x (at x + t * x_stride), n values each.
+  virtual void f32_to_f16_rows(const float* x, int64_t x_stride, uint16_t* y, int64_t y_stride, int64_t n_rows,
+                               int64_t n) const {
+    for (int64_t t = 0; t < n_rows; ++t) f32_to_f16(x + t * x_stride, y + t * y_stride, n);
+  }
+  // The fewest rows of one sequence and K/V head that the model hands to attention_rows() together
+  // (fewer: attention() per row). The CPU's: where converting the keys once pays (kRowsMin).
+  virtual int64_t attention_rows_min() const { return kRowsMin; }
 };
 
 // The registered backends, in preference order: name, one line of help, whether this machine can

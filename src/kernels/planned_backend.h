@@ -68,6 +68,14 @@ class PlannedCpuBackend final : public Backend {
     in_.attention_split(s, phase, part, p);
   }
   int64_t argmax(const float* x, int64_t n) const override { return in_.argmax(x, n); }
+  void rope_rows(RopeMode mode, float* x, int64_t n_rows, int64_t x_stride, int64_t n_heads, int64_t head_dim,
+                 const float* cs, int64_t cs_stride) const override {
+    in_.rope_rows(mode, x, n_rows, x_stride, n_heads, head_dim, cs, cs_stride);
+  }
+  void f32_to_f16_rows(const float* x, int64_t xs, uint16_t* y, int64_t ys, int64_t n_rows, int64_t n) const override {
+    in_.f32_to_f16_rows(x, xs, y, ys, n_rows, n);
+  }
+  int64_t attention_rows_min() const override { return in_.attention_rows_min(); }
 
  private:
   const Backend& in_;

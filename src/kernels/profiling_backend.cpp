@@ -95,6 +95,14 @@ void ProfilingBackend::attention_rows(const AttnRows& rows, int n_q, int64_t hea
 void ProfilingBackend::attention_split(const AttnSplit& s, int phase, int part, float* p) const {
   timed("attention (thread time)", [&] { in_.attention_split(s, phase, part, p); }, /*thread_time=*/true);
 }
+void ProfilingBackend::rope_rows(RopeMode mode, float* x, int64_t n_rows, int64_t x_stride, int64_t n_heads,
+                                 int64_t head_dim, const float* cs, int64_t cs_stride) const {
+  timed("rope", [&] { in_.rope_rows(mode, x, n_rows, x_stride, n_heads, head_dim, cs, cs_stride); });
+}
+void ProfilingBackend::f32_to_f16_rows(const float* x, int64_t xs, uint16_t* y, int64_t ys, int64_t n_rows,
+                                       int64_t n) const {
+  timed("f32_to_f16 (KV store)", [&] { in_.f32_to_f16_rows(x, xs, y, ys, n_rows, n); });
+}
 int64_t ProfilingBackend::argmax(const float* x, int64_t n) const {
   int64_t r = 0;
   timed("argmax", [&] { r = in_.argmax(x, n); });

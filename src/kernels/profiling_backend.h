@@ -67,6 +67,10 @@ class ProfilingBackend final : public Backend {
   bool attention_split_ok(int64_t head_dim) const override { return in_.attention_split_ok(head_dim); }
   void attention_split(const AttnSplit& s, int phase, int part, float* p) const override;
   int64_t argmax(const float* x, int64_t n) const override;
+  void rope_rows(RopeMode mode, float* x, int64_t n_rows, int64_t x_stride, int64_t n_heads, int64_t head_dim,
+                 const float* cs, int64_t cs_stride) const override;
+  void f32_to_f16_rows(const float* x, int64_t xs, uint16_t* y, int64_t ys, int64_t n_rows, int64_t n) const override;
+  int64_t attention_rows_min() const override { return in_.attention_rows_min(); }
 
  private:
   template <class Fn>

@@ -81,19 +81,15 @@ class Gemma3Model final : public Model {
       });
       project_qkv(w, L, xn, n);  // w.q [n, n_head * hd], w.k / w.v [n, kv_dim]
       row_ranges(w, n, [&](int64_t r0, int64_t r1) {
-        // Per-head norms of all the range's rows in one call each (rows of head_dim), then per row
-        // RoPE (its own angles); the q scale once over the range: a call per op, not per row.
+        // The range's rows in a call per op, not per row: per-head norms (rows of head_dim), RoPE by
+        // each row's angles (rows of w.rope_cs are 2 * head_dim apart), the K/V stores, the q scale.
         float* q0 = w.q.data() + r0 * q_dim;
         float* k0 = w.k.data() + r0 * kv_dim;
         be.rms_norm_rows(q0, L.q_norm, q0, (r1 - r0) * c.n_head, hd, c.rms_eps);
         be.rms_norm_rows(k0, L.k_norm, k0, (r1 - r0) * c.n_head_kv, hd, c.rms_eps);
-        for (int64_t t = r0; t < r1; ++t) {
-          float* q = w.q.data() + t * q_dim;
-          float* k = w.k.data() + t * kv_dim;
-          be.rope(kernels::RopeMode::kNeox, q, c.n_head, hd, rope_cs(w, t, il));
-          be.rope(kernels::RopeMode::kNeox, k, c.n_head_kv, hd, rope_cs(w, t, il));
-          store_kv(w, il, t, k, w.v.data() + t * kv_dim);
-        }
+        be.rope_rows(kernels::RopeMode::kNeox, q0, r1 - r0, q_dim, c.n_head, hd, rope_cs(w, r0, il), 2 * hd);
+        be.rope_rows(kernels::RopeMode::kNeox, k0, r1 - r0, kv_dim, c.n_head_kv, hd, rope_cs(w, r0, il), 2 * hd);
+        store_kv_rows(w, il, r0, r1);
         be.scale(q0, (r1 - r0) * q_dim, c.attn_scale);
       });
       attention(w, il, n);

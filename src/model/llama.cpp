@@ -76,15 +76,13 @@ class LlamaModel final : public Model {
         be.rms_norm_rows(x + r0 * n_embd, L.attn_norm, xn + r0 * n_embd, r1 - r0, n_embd, c.rms_eps);
       });
       project_qkv(w, L, xn, n);
-      row_ranges(w, n, [&](int64_t r0, int64_t r1) {
-        for (int64_t t = r0; t < r1; ++t) {
-          float* q = w.q.data() + t * q_dim;
-          float* k = w.k.data() + t * kv_dim;
-          be.rope(kernels::RopeMode::kNormal, q, c.n_head, hd, rope_cs(w, t, il));
-          be.rope(kernels::RopeMode::kNormal, k, c.n_head_kv, hd, rope_cs(w, t, il));
-          store_kv(w, il, t, k, w.v.data() + t * kv_dim);
-        }
-        be.scale(w.q.data() + r0 * q_dim, (r1 - r0) * q_dim, c.attn_scale);  // once over the range
+      row_ranges(w, n, [&](int64_t r0, int64_t r1) {  // the range's rows in a call per op, not per row
+        float* q0 = w.q.data() + r0 * q_dim;
+        float* k0 = w.k.data() + r0 * kv_dim;
+        be.rope_rows(kernels::RopeMode::kNormal, q0, r1 - r0, q_dim, c.n_head, hd, rope_cs(w, r0, il), 2 * hd);
+        be.rope_rows(kernels::RopeMode::kNormal, k0, r1 - r0, kv_dim, c.n_head_kv, hd, rope_cs(w, r0, il), 2 * hd);
+        store_kv_rows(w, il, r0, r1);
+        be.scale(q0, (r1 - r0) * q_dim, c.attn_scale);
       });
       attention(w, il, n);
       be.matmul(w.mm, L.wo, w.attn.data(), n, w.o.data(), n_embd);  // [n, n_embd]

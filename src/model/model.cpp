@@ -201,12 +201,20 @@ void Model::capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int
                      sizeof(float) * n_embd);
 }
 
-void Model::store_kv(ForwardScratch& w, int64_t il, int64_t t, const float* k, const float* v) const {
-  KvCache& kv = w.row_session[t]->kv_;
-  const int64_t pos = w.row_slot[t], hd = config_.head_dim;
-  for (int64_t h = 0; h < config_.n_head_kv; ++h) {  // k, v: [n_head_kv * hd]; the cache is head-major
-    be_->f32_to_f16(k + h * hd, kv.k_at(il, h, pos), hd);
-    be_->f32_to_f16(v + h * hd, kv.v_at(il, h, pos), hd);
+void Model::store_kv_rows(ForwardScratch& w, int64_t il, int64_t r0, int64_t r1) const {
+  const int64_t hd = config_.head_dim, kv_dim = config_.n_head_kv * hd;
+  for (int64_t t0 = r0; t0 < r1;) {
+    KvCache& kv = w.row_session[t0]->kv_;
+    // A run: rows of one session whose cache rows follow each other (a ring layer's end splits it).
+    int64_t t1 = t0 + 1;
+    while (t1 < r1 && w.row_session[t1] == w.row_session[t0] &&
+           kv.k_at(il, 0, w.row_slot[t1]) == kv.k_at(il, 0, w.row_slot[t1 - 1]) + hd)
+      ++t1;
+    for (int64_t h = 0; h < config_.n_head_kv; ++h) {  // k, v: [n, kv_dim]; the cache is head-major
+      be_->f32_to_f16_rows(w.k.data() + t0 * kv_dim + h * hd, kv_dim, kv.k_at(il, h, w.row_slot[t0]), hd, t1 - t0, hd);
+      be_->f32_to_f16_rows(w.v.data() + t0 * kv_dim + h * hd, kv_dim, kv.v_at(il, h, w.row_slot[t0]), hd, t1 - t0, hd);
+    }
+    t0 = t1;
   }
 }
 
@@ -390,8 +398,10 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
   };
   // Rows of one session and K/V head that follow each other in a thread's run (a prefill chunk, a
   // verify window) go to attention_rows together, which converts their keys once (same bits as a call
-  // per row, kernels/attention.h); tree rows, and runs of fewer than kernels::kRowsMin, a call each.
+  // per row, kernels/attention.h); tree rows, and runs of fewer than the backend's attention_rows_min
+  // (the CPU's: kernels::kRowsMin), a call each.
   auto groupable = [&](int64_t t) { return w.row_n_anc[t] == 0; };
+  const int64_t rows_min = be_->attention_rows_min();
   auto job = [&](int ti, int nt) {
     float* scores = w.scores.data() + (size_t)ti * group * w.max_ctx;  // [group, max_ctx]
     const int64_t first = runs ? run_start(ti, nt) : ti, last = runs ? run_start(ti + 1, nt) : total;
@@ -406,7 +416,7 @@ void Model::attention(ForwardScratch& w, int64_t il, int64_t n) const {
                w.row_session[end % n] == w.row_session[t0])
           ++end;
         const int64_t nr = end - idx;
-        if (nr >= kernels::kRowsMin) {
+        if (nr >= rows_min) {
           const KvCache& kv = w.row_session[t0]->kv_;
           for (int64_t r = 0; r < nr; ++r) {
             const int64_t pos = w.row_pos[t0 + r];

@@ -174,7 +174,7 @@ class Model {
   }
 
   // The architecture's graph over the n rows planned in w.row_* (grouped by session, in position
-  // order): embed(), per layer the architecture's blocks using attention() / store_kv(), capture()
+  // order): embed(), per layer the architecture's blocks using attention() / store_kv_rows(), capture()
   // after each layer, then finish(). Sessions whose last row is in `last_rows` get kLast logits.
   virtual void forward_rows(ForwardScratch& w, int64_t n, const ForwardOptions& opt,
                             std::span<const int64_t> last_rows) const = 0;
@@ -206,8 +206,9 @@ class Model {
   }
   // Copies rows of src [n, n_embd] to the outputs of tap point `point` of their sessions.
   void capture(ForwardScratch& w, int64_t n, const ForwardOptions& opt, int point, const float* src) const;
-  // Row t's k [kv_dim] and v [kv_dim] (post-RoPE) into its session's cache at its position, f16.
-  void store_kv(ForwardScratch& w, int64_t il, int64_t t, const float* k, const float* v) const;
+  // Rows [r0, r1)'s k and v (w.k / w.v [n, kv_dim], post-RoPE) into their sessions' caches at their
+  // slots, f16: a call per K/V head and run of rows whose cache rows follow each other.
+  void store_kv_rows(ForwardScratch& w, int64_t il, int64_t r0, int64_t r1) const;
   // Scaled dot-product attention of the n rows' q (already scaled) against their caches -> w.attn.
   void attention(ForwardScratch& w, int64_t il, int64_t n) const;
   // attention() of one decoded row with each K/V head's keys and columns shared out among the threads

@@ -203,7 +203,11 @@ class CudaBackend final : public Backend {
     copy(cs, rope_row(head_dim, pos, base), sizeof(float) * (size_t)head_dim);
   }
   void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, const float* cs) const override {
-    cuda::rope(stream_, mode == RopeMode::kNeox, x, n_heads, head_dim, cs);
+    cuda::rope_rows(stream_, mode == RopeMode::kNeox, x, 1, 0, n_heads, head_dim, cs, 0);
+  }
+  void rope_rows(RopeMode mode, float* x, int64_t n_rows, int64_t x_stride, int64_t n_heads, int64_t head_dim,
+                 const float* cs, int64_t cs_stride) const override {
+    if (n_rows > 0) cuda::rope_rows(stream_, mode == RopeMode::kNeox, x, n_rows, x_stride, n_heads, head_dim, cs, cs_stride);
   }
   void scale(float* x, int64_t n, float s) const override { cuda::scale(stream_, x, n, s); }
   void add_inplace(float* y, const float* x, int64_t n) const override { cuda::add_inplace(stream_, y, x, n); }
@@ -213,7 +217,12 @@ class CudaBackend final : public Backend {
   void gelu_mul(const float* gate, const float* up, float* out, int64_t n) const override {
     gelu_table_mul(stream_, static_cast<const float*>(gelu_.data()), gate, up, out, n);
   }
-  void f32_to_f16(const float* x, uint16_t* y, int64_t n) const override { cuda::f32_to_f16(stream_, x, y, n); }
+  void f32_to_f16(const float* x, uint16_t* y, int64_t n) const override {
+    cuda::f32_to_f16_rows(stream_, x, 0, y, 0, 1, n);
+  }
+  void f32_to_f16_rows(const float* x, int64_t xs, uint16_t* y, int64_t ys, int64_t n_rows, int64_t n) const override {
+    if (n_rows > 0) cuda::f32_to_f16_rows(stream_, x, xs, y, ys, n_rows, n);
+  }
 
   void attention(const float* q, int n_q, int64_t head_dim, const KvView& kv, int64_t first_pos, int64_t n_keys,
                  float* scores, float* out) const override {
@@ -227,12 +236,25 @@ class CudaBackend final : public Backend {
     }
     cuda::attention(stream_, q, n_q, head_dim, d, first_pos, n_keys, scores, out);
   }
-  void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float* scores) const override {
+  // All rows in one launch: their positions (host arrays) go up through the ring, and each (row, head)
+  // gets its own span of a backend scratch for its scores (the caller's is sized for one row at a time).
+  void attention_rows(const AttnRows& rows, int n_q, int64_t head_dim, const KvView& kv, float*) const override {
+    if (rows.n_rows <= 0) return;
     const DeviceKv d{kv.k, kv.v, kv.capacity, kv.stride, nullptr, 0};
-    for (int r = 0; r < rows.n_rows; ++r)  // first_pos / n_keys are host arrays
-      cuda::attention(stream_, rows.q + r * rows.q_stride, n_q, head_dim, d, rows.first_pos[r], rows.n_keys[r], scores,
-                      rows.out + r * rows.out_stride);
+    const size_t nr = (size_t)rows.n_rows;
+    int64_t max_keys = 0;
+    for (size_t r = 0; r < nr; ++r) max_keys = std::max(max_keys, rows.n_keys[r]);
+    std::lock_guard lk(act_mu_);
+    if (row_pos_.bytes() < 2 * nr * sizeof(int64_t)) row_pos_ = alloc(std::max<size_t>(2 * nr * sizeof(int64_t), 4096));
+    auto* pos = static_cast<int64_t*>(row_pos_.data());
+    from_host(pos, rows.first_pos, nr * sizeof(int64_t));
+    from_host(pos + nr, rows.n_keys, nr * sizeof(int64_t));
+    const size_t score_bytes = nr * (size_t)n_q * (size_t)max_keys * sizeof(float);
+    if (scores_.bytes() < score_bytes) scores_ = alloc(score_bytes);
+    cuda::attention_rows(stream_, rows.q, rows.q_stride, rows.out, rows.out_stride, pos, pos + nr, rows.n_rows, n_q,
+                         head_dim, d, static_cast<float*>(scores_.data()), max_keys);
   }
+  int64_t attention_rows_min() const override { return 2; }  // a launch per row costs more than any sharing
   bool attention_split_ok(int64_t) const override { return false; }
   void attention_split(const AttnSplit&, int, int, float*) const override {
     throw std::logic_error("cuda: attention_split is not offered (attention_split_ok is false)");
@@ -290,6 +312,8 @@ class CudaBackend final : public Backend {
   mutable Buffer act_;  // quantized activation rows, grown as needed
   mutable Buffer ids_;    // embed_rows' token ids
   mutable Buffer extra_;  // attention's extra key positions (token trees)
+  mutable Buffer row_pos_;  // attention_rows' first positions and key counts [2, n_rows]
+  mutable Buffer scores_;   // attention_rows' scores [n_rows, n_q, max keys]
   mutable std::mutex rope_mu_;
   mutable std::vector<RopeTable> rope_;
 };

@@ -50,12 +50,14 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* out, int6
   for (int64_t i = tid; i < n; i += blockDim.x) o[i] = xr[i] * sc * w[i];
 }
 
-__global__ void rope_kernel(bool neox, float* x, int64_t n_heads, int64_t hd, const float* cs) {
-  const int64_t half = hd / 2, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+__global__ void rope_kernel(bool neox, float* x, int64_t x_stride, int64_t n_heads, int64_t hd, const float* cs,
+                            int64_t cs_stride) {
+  const int64_t half = hd / 2, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
   if (i >= n_heads * half) return;
   const int64_t h = i / half, k = i % half;
-  float* v = x + h * hd;
-  const float c = cs[k], s = cs[half + k];
+  float* v = x + t * x_stride + h * hd;
+  const float* c_t = cs + t * cs_stride;
+  const float c = c_t[k], s = c_t[half + k];
   const int64_t a = neox ? k : 2 * k, b = neox ? k + half : 2 * k + 1;
   const float x0 = v[a], x1 = v[b];
   v[a] = x0 * c - x1 * s;
@@ -88,9 +90,9 @@ __global__ void gelu_kernel(const float* table, const float* gate, const float* 
   out[i] = g * up[i];
 }
 
-__global__ void f16_kernel(const float* x, uint16_t* y, int64_t n) {
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = float_half(x[i]);
+__global__ void f16_kernel(const float* x, int64_t x_stride, uint16_t* y, int64_t y_stride, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+  if (i < n) y[t * y_stride + i] = float_half(x[t * x_stride + i]);
 }
 
 __global__ void embed_kernel(DType t, const uint8_t* table, size_t row_stride, const int32_t* ids, int64_t n_cols,
@@ -118,19 +120,18 @@ __device__ T block_reduce(T v, Op op, T* shared) {  // every thread gets the res
 }
 
 
-// One block per query head: q rounded to f16, scores, max, exp and their sum (in double), the
-// probabilities rounded to f16 once, then each output column over the keys (kernels/attention.h
+// One query head of one row (a block): q rounded to f16, scores, max, exp and their sum (in double),
+// the probabilities rounded to f16 once, then each output column over the keys (kernels/attention.h
 // numerics). Positions wrap once at most in a ring layer (the keys a row sees fit its capacity).
-__global__ void attention_kernel(const float* q, int64_t hd, DeviceKv kv, int64_t first_pos, int64_t n_main,
-                                 float* scores, float* out) {
+__device__ void attend(const float* q, int64_t hd, const DeviceKv& kv, int64_t first_pos, int64_t n_main, float* s,
+                       float* out) {
   __shared__ float qh[512];
   __shared__ float red_f[kAttnThreads];
   __shared__ double red_d[kAttnThreads];
-  const int h = blockIdx.x, tid = threadIdx.x;
+  const int tid = threadIdx.x;
   const int64_t nk = n_main + kv.n_extra, f0 = first_pos % kv.capacity;
-  for (int64_t i = tid; i < hd; i += blockDim.x) qh[i] = round_half(q[h * hd + i]);
+  for (int64_t i = tid; i < hd; i += blockDim.x) qh[i] = round_half(q[i]);
   __syncthreads();
-  float* s = scores + h * nk;
   auto slot = [&](int64_t j) -> int64_t {
     if (j < n_main) return f0 + j < kv.capacity ? f0 + j : f0 + j - kv.capacity;
     return kv.extra[j - n_main] % kv.capacity;
@@ -157,8 +158,24 @@ __global__ void attention_kernel(const float* q, int64_t hd, DeviceKv kv, int64_
   for (int64_t i = tid; i < hd; i += blockDim.x) {
     float o = 0.f;
     for (int64_t j = 0; j < nk; ++j) o += s[j] * half_float(kv.v[slot(j) * kv.stride + i]);
-    out[h * hd + i] = o;
+    out[i] = o;
   }
+}
+
+// Blocks: (query head h) for one row.
+__global__ void attention_kernel(const float* q, int64_t hd, DeviceKv kv, int64_t first_pos, int64_t n_main,
+                                 float* scores, float* out) {
+  const int h = blockIdx.x;
+  attend(q + h * hd, hd, kv, first_pos, n_main, scores + h * (n_main + kv.n_extra), out + h * hd);
+}
+
+// Blocks: (query head h, row r) for rows of one sequence; no extra keys.
+__global__ void attention_rows_kernel(const float* q, int64_t q_stride, float* out, int64_t out_stride,
+                                      const int64_t* first_pos, const int64_t* n_keys, int64_t hd, DeviceKv kv,
+                                      float* scores, int64_t max_keys) {
+  const int h = blockIdx.x, r = blockIdx.y;
+  attend(q + r * q_stride + h * hd, hd, kv, first_pos[r], n_keys[r],
+         scores + ((int64_t)r * gridDim.x + h) * max_keys, out + r * out_stride + h * hd);
 }
 
 constexpr int kArgmaxThreads = 1024;
@@ -204,10 +221,15 @@ void rms_norm_rows(cudaStream_t s, const float* x, const float* w, float* out, i
   check(cudaGetLastError(), "rms_norm");
 }
 
-void rope(cudaStream_t s, bool neox, float* x, int64_t n_heads, int64_t head_dim, const float* cs) {
+void rope_rows(cudaStream_t s, bool neox, float* x, int64_t n_rows, int64_t x_stride, int64_t n_heads, int64_t head_dim,
+               const float* cs, int64_t cs_stride) {
   const int64_t items = n_heads * (head_dim / 2);
-  rope_kernel<<<blocks_for(items, 128), 128, 0, s>>>(neox, x, n_heads, head_dim, cs);
-  check(cudaGetLastError(), "rope");
+  for (int64_t t0 = 0; t0 < n_rows; t0 += 65535) {
+    const unsigned rows = (unsigned)(n_rows - t0 < 65535 ? n_rows - t0 : 65535);
+    rope_kernel<<<dim3(blocks_for(items, 128), rows), 128, 0, s>>>(neox, x + t0 * x_stride, x_stride, n_heads,
+                                                                   head_dim, cs + t0 * cs_stride, cs_stride);
+    check(cudaGetLastError(), "rope");
+  }
 }
 
 void scale(cudaStream_t s, float* x, int64_t n, float v) {
@@ -230,9 +252,13 @@ void gelu_table_mul(cudaStream_t s, const float* table, const float* gate, const
   check(cudaGetLastError(), "gelu_mul");
 }
 
-void f32_to_f16(cudaStream_t s, const float* x, uint16_t* y, int64_t n) {
-  f16_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, y, n);
-  check(cudaGetLastError(), "f32_to_f16");
+void f32_to_f16_rows(cudaStream_t s, const float* x, int64_t x_stride, uint16_t* y, int64_t y_stride, int64_t n_rows,
+                     int64_t n) {
+  for (int64_t t0 = 0; t0 < n_rows; t0 += 65535) {
+    const unsigned rows = (unsigned)(n_rows - t0 < 65535 ? n_rows - t0 : 65535);
+    f16_kernel<<<dim3(blocks_for(n, 256), rows), 256, 0, s>>>(x + t0 * x_stride, x_stride, y + t0 * y_stride, y_stride, n);
+    check(cudaGetLastError(), "f32_to_f16");
+  }
 }
 
 void attention(cudaStream_t s, const float* q, int n_q, int64_t head_dim, const DeviceKv& kv, int64_t first_pos,
@@ -240,6 +266,15 @@ void attention(cudaStream_t s, const float* q, int n_q, int64_t head_dim, const 
   if (head_dim > 512) throw std::runtime_error("cuda attention: head_dim " + std::to_string(head_dim) + " > 512");
   attention_kernel<<<(unsigned)n_q, kAttnThreads, 0, s>>>(q, head_dim, kv, first_pos, n_main, scores, out);
   check(cudaGetLastError(), "attention");
+}
+
+void attention_rows(cudaStream_t s, const float* q, int64_t q_stride, float* out, int64_t out_stride,
+                    const int64_t* first_pos, const int64_t* n_keys, int n_rows, int n_q, int64_t head_dim,
+                    const DeviceKv& kv, float* scores, int64_t max_keys) {
+  if (head_dim > 512) throw std::runtime_error("cuda attention: head_dim " + std::to_string(head_dim) + " > 512");
+  attention_rows_kernel<<<dim3((unsigned)n_q, (unsigned)n_rows), kAttnThreads, 0, s>>>(
+      q, q_stride, out, out_stride, first_pos, n_keys, head_dim, kv, scores, max_keys);
+  check(cudaGetLastError(), "attention_rows");
 }
 
 void argmax(cudaStream_t s, const float* x, int64_t n, int64_t* out) {

@@ -38,15 +38,18 @@ void embed_rows(cudaStream_t s, DType t, const uint8_t* table, size_t row_stride
                 int64_t n_cols, float scale, float* x);
 
 void rms_norm_rows(cudaStream_t s, const float* x, const float* w, float* out, int64_t rows, int64_t n, float eps);
-// x [n_heads, head_dim] rotated by cs [head_dim] (cos of the half, then sin): NEOX pairs (i, i + hd/2)
-// or normal pairs (2i, 2i + 1).
-void rope(cudaStream_t s, bool neox, float* x, int64_t n_heads, int64_t head_dim, const float* cs);
+// Row t of x (at x + t * x_stride, [n_heads, head_dim]) rotated by cs + t * cs_stride ([head_dim]: cos
+// of the half, then sin): NEOX pairs (i, i + hd/2) or normal pairs (2i, 2i + 1). One launch.
+void rope_rows(cudaStream_t s, bool neox, float* x, int64_t n_rows, int64_t x_stride, int64_t n_heads, int64_t head_dim,
+               const float* cs, int64_t cs_stride);
 void scale(cudaStream_t s, float* x, int64_t n, float v);
 void add_inplace(cudaStream_t s, float* y, const float* x, int64_t n);
 void silu_mul(cudaStream_t s, const float* gate, const float* up, float* out, int64_t n);
 // table: the GeluTable's 65536 f32 entries (kernels/ops.h) in device memory.
 void gelu_table_mul(cudaStream_t s, const float* table, const float* gate, const float* up, float* out, int64_t n);
-void f32_to_f16(cudaStream_t s, const float* x, uint16_t* y, int64_t n);
+// Row t of y (at y + t * y_stride) <- f16 of row t of x (at x + t * x_stride), n values each. One launch.
+void f32_to_f16_rows(cudaStream_t s, const float* x, int64_t x_stride, uint16_t* y, int64_t y_stride, int64_t n_rows,
+                     int64_t n);
 
 // One query row's attention over one K/V head (kernels/attention.h KvView rules; extra: device copy
 // of the tree's extra cache positions [n_extra] or nullptr). q [n_q, head_dim] f32 already scaled,
@@ -60,6 +63,12 @@ struct DeviceKv {
 };
 void attention(cudaStream_t s, const float* q, int n_q, int64_t head_dim, const DeviceKv& kv, int64_t first_pos,
                int64_t n_main, float* scores, float* out);
+// Several rows of one sequence against one K/V head in one launch (kernels/attention.h AttnRows): row r's
+// n_q heads at q + r * q_stride, its output at out + r * out_stride, its keys n_keys[r] positions from
+// first_pos[r] (device arrays [n_rows]); scores: scratch [n_rows, n_q, max_keys].
+void attention_rows(cudaStream_t s, const float* q, int64_t q_stride, float* out, int64_t out_stride,
+                    const int64_t* first_pos, const int64_t* n_keys, int n_rows, int n_q, int64_t head_dim,
+                    const DeviceKv& kv, float* scores, int64_t max_keys);
 
 // *out (device int64) <- the first index of the largest value of x [n].
 void argmax(cudaStream_t s, const float* x, int64_t n, int64_t* out);

@@ -124,6 +124,26 @@ TEST(CudaBackend, RowOpsSameBitsAsCpu) {
       EXPECT_TRUE(same_bits(down(be, qd), want)) << "rope hd " << hd;
     }
   }
+  // Several rows in one call (the model's verify windows and prefill): RoPE with per-row angles and
+  // strided f16 stores, against the CPU's one-row ops.
+  {
+    const int64_t rows = 3, heads = 4, hd = 64, xs = heads * hd + 32, css = 2 * hd;
+    const std::vector<float> x = make_values(rng, rows * xs, Pattern::kRandom);
+    std::vector<float> cs((size_t)(rows * css)), want = x;
+    for (int64_t t = 0; t < rows; ++t) {
+      cpu.rope_angles(hd, 100 + 7 * t, 1e4f, cs.data() + t * css);
+      cpu.rope(RopeMode::kNormal, want.data() + t * xs, heads, hd, cs.data() + t * css);
+    }
+    DeviceArray<float> xd = up(be, x), csd = up(be, cs);
+    be->rope_rows(RopeMode::kNormal, xd.data(), rows, xs, heads, hd, csd.data(), css);
+    EXPECT_TRUE(same_bits(down(be, xd), want)) << "rope_rows";
+    std::vector<uint16_t> h16((size_t)(rows * hd));
+    for (int64_t t = 0; t < rows; ++t) cpu.f32_to_f16(x.data() + t * xs + 5, h16.data() + t * hd, hd);
+    DeviceArray<float> x2 = up(be, x);
+    DeviceArray<uint16_t> hd16(be, h16.size());
+    be->f32_to_f16_rows(x2.data() + 5, xs, hd16.data(), hd, rows, hd);
+    EXPECT_TRUE(same_bits(down(be, hd16), h16)) << "f32_to_f16_rows";
+  }
   // Elementwise: scale then add, the GELU table (both cut-offs), f16 stores.
   constexpr int64_t n = 509;
   std::vector<float> g = make_values(rng, n, Pattern::kLarge), u = make_values(rng, n, Pattern::kRandom);
