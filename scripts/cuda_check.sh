@@ -148,5 +148,12 @@ for m in smollm2 gemma3; do
   echo "== $m: speed against transformers and the bandwidth bound"
   timeout 400 python3 "$anchor" --dspark "$bin/dspark" --model "/tmp/$m-random.gguf" --out "$res" || fail=1
 done
+# Where a token's device time goes, per op (bench --profile waits around each op on a device), for the
+# speed work that follows.
+for m in smollm2 gemma3; do
+  echo "== $m: per-op device time of prefill and decode"
+  timeout 180 "$bin/dspark" bench -m "/tmp/$m-random.gguf" --backend cuda -p 64 -n 32 -r 1 --profile -v 2>&1 |
+    grep -v '^bench \[' || fail=1
+done
 echo "== done: $([ $fail -eq 0 ] && echo all checks passed || echo some checks FAILED)"
 exit $fail
