@@ -156,4 +156,6 @@ for m in smollm2 gemma3; do
     grep -v '^bench \[' || fail=1
 done
 echo "== done: $([ $fail -eq 0 ] && echo all checks passed || echo some checks FAILED)"
+exec >&- 2>&-  # close the pipe to tee, and give it a moment to write the log's end before OUT is read
+sleep 1
 exit $fail
