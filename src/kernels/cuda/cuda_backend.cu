@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -77,9 +78,9 @@ class CudaBackend final : public Backend {
     void* ring = nullptr;
     check(cudaHostAlloc(&ring, kRingBytes, cudaHostAllocDefault), "pinned staging ring");
     ring_ = static_cast<char*>(ring);
-    const GeluTable table;  // 256 KB, uploaded once
+    const auto table = std::make_unique<GeluTable>();  // 256 KB (off the stack), uploaded once
     gelu_ = alloc(sizeof(float) * 65536);
-    from_host(gelu_.data(), table.data(), sizeof(float) * 65536);
+    from_host(gelu_.data(), table->data(), sizeof(float) * 65536);
     index_ = alloc(sizeof(int64_t));
   }
 
@@ -200,6 +201,7 @@ class CudaBackend final : public Backend {
   // A row of a device table of every position's angles (per head_dim and base), filled on the host by
   // kernels/ops.h rope_angles (the CPU's bits) and grown by doubling: a copy within the device.
   void rope_angles(int64_t head_dim, int64_t pos, float base, float* cs) const override {
+    std::lock_guard lk(rope_mu_);  // held while the copy is queued: a concurrent growth frees the old table
     copy(cs, rope_row(head_dim, pos, base), sizeof(float) * (size_t)head_dim);
   }
   void rope(RopeMode mode, float* x, int64_t n_heads, int64_t head_dim, const float* cs) const override {
@@ -277,8 +279,8 @@ class CudaBackend final : public Backend {
   };
   static constexpr size_t kRingBytes = size_t{8} << 20;  // pinned host -> device staging
 
+  // The device address of position pos's angles; the caller holds rope_mu_ until it has used it.
   const float* rope_row(int64_t head_dim, int64_t pos, float base) const {
-    std::lock_guard lk(rope_mu_);
     RopeTable* t = nullptr;
     for (RopeTable& r : rope_)
       if (r.head_dim == head_dim && r.base == base) t = &r;

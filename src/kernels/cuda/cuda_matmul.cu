@@ -124,6 +124,7 @@ int blocks_for(int64_t items, int per_block) { return (int)((items + per_block -
 
 void quantize_rows(cudaStream_t s, DType t, const float* x, int64_t n, int64_t n_cols, uint8_t* act,
                    size_t act_stride) {
+  if (n <= 0 || n_cols <= 0) return;  // a grid of no blocks is an invalid launch
   if (act_row(t) == ActRow::kBlock32) {
     const int64_t items = n * (n_cols / 32);
     quantize32_kernel<<<blocks_for(items, 128), 128, 0, s>>>(x, n, n_cols, act, act_stride);
@@ -136,6 +137,7 @@ void quantize_rows(cudaStream_t s, DType t, const float* x, int64_t n, int64_t n
 
 void matmul(cudaStream_t s, DType t, const uint8_t* w, size_t row_stride, int64_t n_rows, int64_t n_cols,
             const uint8_t* act, size_t act_stride, int64_t n, float* y, int64_t ldy) {
+  if (n_rows <= 0) return;
   for (int64_t t0 = 0; t0 < n; t0 += kMaxGridY) {
     const unsigned ny = (unsigned)std::min(kMaxGridY, n - t0);
     const dim3 warps(blocks_for(n_rows, kWarpsPerBlock), ny), floats(blocks_for(n_rows, 128), ny);

@@ -207,6 +207,7 @@ __global__ void argmax_kernel(const float* x, int64_t n, int64_t* out) {
 
 void embed_rows(cudaStream_t s, DType t, const uint8_t* table, size_t row_stride, const int32_t* ids, int64_t n,
                 int64_t n_cols, float scale, float* x) {
+  if (n_cols <= 0) return;  // a grid of no blocks is an invalid launch: no work, no launch
   for (int64_t r0 = 0; r0 < n; r0 += 65535) {  // grid.y holds 65535 rows at most
     const unsigned rows = (unsigned)(n - r0 < 65535 ? n - r0 : 65535);
     embed_kernel<<<dim3(blocks_for(n_cols, 256), rows), 256, 0, s>>>(t, table, row_stride, ids + r0, n_cols, scale,
@@ -224,6 +225,7 @@ void rms_norm_rows(cudaStream_t s, const float* x, const float* w, float* out, i
 void rope_rows(cudaStream_t s, bool neox, float* x, int64_t n_rows, int64_t x_stride, int64_t n_heads, int64_t head_dim,
                const float* cs, int64_t cs_stride) {
   const int64_t items = n_heads * (head_dim / 2);
+  if (items <= 0) return;
   for (int64_t t0 = 0; t0 < n_rows; t0 += 65535) {
     const unsigned rows = (unsigned)(n_rows - t0 < 65535 ? n_rows - t0 : 65535);
     rope_kernel<<<dim3(blocks_for(items, 128), rows), 128, 0, s>>>(neox, x + t0 * x_stride, x_stride, n_heads,
@@ -233,27 +235,32 @@ void rope_rows(cudaStream_t s, bool neox, float* x, int64_t n_rows, int64_t x_st
 }
 
 void scale(cudaStream_t s, float* x, int64_t n, float v) {
+  if (n <= 0) return;
   scale_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, n, v);
   check(cudaGetLastError(), "scale");
 }
 
 void add_inplace(cudaStream_t s, float* y, const float* x, int64_t n) {
+  if (n <= 0) return;
   add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(y, x, n);
   check(cudaGetLastError(), "add");
 }
 
 void silu_mul(cudaStream_t s, const float* gate, const float* up, float* out, int64_t n) {
+  if (n <= 0) return;
   silu_kernel<<<blocks_for(n, 256), 256, 0, s>>>(gate, up, out, n);
   check(cudaGetLastError(), "silu_mul");
 }
 
 void gelu_table_mul(cudaStream_t s, const float* table, const float* gate, const float* up, float* out, int64_t n) {
+  if (n <= 0) return;
   gelu_kernel<<<blocks_for(n, 256), 256, 0, s>>>(table, gate, up, out, n);
   check(cudaGetLastError(), "gelu_mul");
 }
 
 void f32_to_f16_rows(cudaStream_t s, const float* x, int64_t x_stride, uint16_t* y, int64_t y_stride, int64_t n_rows,
                      int64_t n) {
+  if (n <= 0) return;
   for (int64_t t0 = 0; t0 < n_rows; t0 += 65535) {
     const unsigned rows = (unsigned)(n_rows - t0 < 65535 ? n_rows - t0 : 65535);
     f16_kernel<<<dim3(blocks_for(n, 256), rows), 256, 0, s>>>(x + t0 * x_stride, x_stride, y + t0 * y_stride, y_stride, n);
@@ -264,6 +271,7 @@ void f32_to_f16_rows(cudaStream_t s, const float* x, int64_t x_stride, uint16_t*
 void attention(cudaStream_t s, const float* q, int n_q, int64_t head_dim, const DeviceKv& kv, int64_t first_pos,
                int64_t n_main, float* scores, float* out) {
   if (head_dim > 512) throw std::runtime_error("cuda attention: head_dim " + std::to_string(head_dim) + " > 512");
+  if (n_q <= 0) return;
   attention_kernel<<<(unsigned)n_q, kAttnThreads, 0, s>>>(q, head_dim, kv, first_pos, n_main, scores, out);
   check(cudaGetLastError(), "attention");
 }
@@ -272,6 +280,7 @@ void attention_rows(cudaStream_t s, const float* q, int64_t q_stride, float* out
                     const int64_t* first_pos, const int64_t* n_keys, int n_rows, int n_q, int64_t head_dim,
                     const DeviceKv& kv, float* scores, int64_t max_keys) {
   if (head_dim > 512) throw std::runtime_error("cuda attention: head_dim " + std::to_string(head_dim) + " > 512");
+  if (n_q <= 0 || n_rows <= 0) return;
   attention_rows_kernel<<<dim3((unsigned)n_q, (unsigned)n_rows), kAttnThreads, 0, s>>>(
       q, q_stride, out, out_stride, first_pos, n_keys, head_dim, kv, scores, max_keys);
   check(cudaGetLastError(), "attention_rows");
