@@ -71,9 +71,11 @@ MatmulPath matmul_path(const QMatrix& w, Isa isa, bool allow_amx = true);
 //   kAvx2     the GGUF layout, AVX2 tiles             kAvx512  the GGUF layout, AVX-512 VNNI tiles
 //   kPacked8  the x8 packed copy, AVX2 kernels         kPacked16 the x16 packed copy, AVX-512 VNNI
 //   kAmx      the GGUF layout, AMX-INT8 tiles (n >= cpu::amx_min_tokens(type) only)
-enum class KernelPath : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kPacked8 = 3, kPacked16 = 4, kAmx = 5 };
-inline constexpr int kNumKernelPaths = 6;
-const char* kernel_path_name(KernelPath p);  // "scalar", "avx2", "avx512", "packed8", "packed16", "amx"
+// kPacked16Hw: the packed x16 kernels with a single token's weight stream left to the hardware
+// prefetcher (kPacked16 prefetches it into L1 in software); verify windows and prefill run kPacked16's code.
+enum class KernelPath : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kPacked8 = 3, kPacked16 = 4, kAmx = 5, kPacked16Hw = 6 };
+inline constexpr int kNumKernelPaths = 7;
+const char* kernel_path_name(KernelPath p);  // "scalar", "avx2", "avx512", "packed8", "packed16", "amx", "packed16-hw"
 
 // The path matmul() runs for w over n tokens on isa (capped by the CPU's): today's fixed rule (a
 // packed copy of the ISA's layout, else AMX from amx_min_tokens where allowed and usable, else the

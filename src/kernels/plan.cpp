@@ -57,6 +57,7 @@ std::vector<KernelPath> candidate_paths(DType t, int64_t n, const PlanCaps& caps
   std::vector<KernelPath> v;
   const bool avx512 = caps.isa == Isa::kAvx512, avx2 = caps.isa >= Isa::kAvx2;
   if (avx512 && packable(t)) v.push_back(KernelPath::kPacked16);
+  if (avx512 && packable(t) && n == 1) v.push_back(KernelPath::kPacked16Hw);  // the same code but for 1 token
   if (avx2 && packable(t)) v.push_back(KernelPath::kPacked8);
   if (avx512 && caps.amx && amx_types(t) && n >= cpu::amx_min_tokens(t)) v.push_back(KernelPath::kAmx);
   if (avx512 && has_unpacked_kernels(t)) v.push_back(KernelPath::kAvx512);
@@ -65,7 +66,7 @@ std::vector<KernelPath> candidate_paths(DType t, int64_t n, const PlanCaps& caps
 }
 
 int path_packed_rows(KernelPath p) {
-  return p == KernelPath::kPacked16 ? 16 : p == KernelPath::kPacked8 ? 8 : 0;
+  return p == KernelPath::kPacked16 || p == KernelPath::kPacked16Hw ? 16 : p == KernelPath::kPacked8 ? 8 : 0;
 }
 
 namespace {
@@ -120,7 +121,7 @@ KernelPlan decide_plan(const PlanCaps& caps, int64_t chunk, const std::vector<DT
     };
     decide(KernelPath::kScalar);  // nothing excluded (scalar is never a candidate)
     const auto count = [&](KernelPath p) { return std::count(tp.path.begin(), tp.path.end(), p); };
-    const auto n16 = count(KernelPath::kPacked16), n8 = count(KernelPath::kPacked8);
+    const auto n16 = count(KernelPath::kPacked16) + count(KernelPath::kPacked16Hw), n8 = count(KernelPath::kPacked8);
     if (n16 > 0 && n8 > 0) decide(n16 >= n8 ? KernelPath::kPacked8 : KernelPath::kPacked16);
     for (KernelPath p : tp.path) {
       if (path_packed_rows(p)) tp.packed_rows = path_packed_rows(p);

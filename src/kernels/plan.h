@@ -36,8 +36,9 @@ bool packable(DType t);
 
 // The paths a CPU with `caps` has for weight type t at n tokens, in preference order (ties within
 // the plan's margin go to the earlier one: packed copies first, since a packed type's matrices
-// also run fused, model/weights.h): packed16, packed8, amx (n >= cpu::amx_min_tokens(t)), avx512,
-// avx2. Empty: the scalar path only.
+// also run fused, model/weights.h): packed16, packed16-hw (n == 1: the x16 kernels without the single
+// token's software prefetch), packed8, amx (n >= cpu::amx_min_tokens(t)), avx512, avx2. Empty: the
+// scalar path only.
 std::vector<KernelPath> candidate_paths(DType t, int64_t n, const PlanCaps& caps);
 
 // One measurement behind a plan: the best ms of a matmul of the type's timed matrix over n tokens.

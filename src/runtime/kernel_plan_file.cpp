@@ -212,14 +212,18 @@ namespace {
 // The matrices to time, one per weight type with a choice on this CPU: the type's largest matrix
 // (layer matrices and the LM head; by bytes, so a type's plan follows where its bytes are: Gemma 3's
 // Q8_0 is a 178 MB head beside 174 KB attn_v matrices); plus the greedy head's Q5_0 screen
-// (model/argmax_head.h, made at load from a Q8_0 head) when the model has no Q5_0 matrix, synthetic.
+// (model/argmax_head.h, made at load from a Q8_0 head) when the model has no Q5_0 matrix, synthetic;
+// with each, the bytes of weights a decoded token reads (the layers' matrices and the head): the size
+// of the stream single-token products are timed on (PlanMatrix::stream_bytes, kernels/planner.h).
 std::vector<kernels::PlanMatrix> plan_matrices(const formats::GgufFile& f, const kernels::PlanCaps& caps) {
   std::vector<kernels::PlanMatrix> out;
   const formats::GgufTensorInfo* head = f.find_tensor("output.weight");
   if (!head) head = f.find_tensor("token_embd.weight");
+  size_t decode_bytes = 0;
   for (const formats::GgufTensorInfo& t : f.tensors()) {
     const bool layer = t.name.rfind("blk.", 0) == 0;
     if (t.n_dims != 2 || !(layer || &t == head) || !dtype_info(t.type).supported) continue;
+    decode_bytes += t.n_bytes;
     if (kernels::candidate_paths(t.type, 512, caps).size() < 2 && kernels::candidate_paths(t.type, 1, caps).size() < 2)
       continue;
     kernels::QMatrix m{t.type, t.ne[1], t.ne[0], f.tensor_data(t), row_bytes(t.type, t.ne[0])};
@@ -231,6 +235,7 @@ std::vector<kernels::PlanMatrix> plan_matrices(const formats::GgufFile& f, const
   const bool has_q5_0 = std::any_of(out.begin(), out.end(), [](const auto& p) { return p.m.type == DType::Q5_0; });
   if (head && head->type == DType::Q8_0 && !has_q5_0 && head->ne[0] % 32 == 0)
     out.push_back({kernels::QMatrix{DType::Q5_0, head->ne[1], head->ne[0], nullptr, row_bytes(DType::Q5_0, head->ne[0])}});
+  for (kernels::PlanMatrix& p : out) p.stream_bytes = decode_bytes;
   return out;
 }
 

@@ -3,7 +3,7 @@
 //
 // --kernel-plan auto (default of the verbs with --backend): the plan file under the cache dir,
 //   <cache>/kernel-plans/<hash>.plan, where the hash is of the identity below; planned on the
-//   first start (well under a second), read on the next ones.
+//   first start (about a second: decode timed on a stream of the model's size), read on the next ones.
 // --kernel-plan FILE: the same with that file.
 // --kernel-plan off: no plan; the CPU backend's fixed rule (kernels.h default_path).
 // A plan applies to the auto CPU backend (--backend auto / cpu) of a SIMD CPU; other backends run

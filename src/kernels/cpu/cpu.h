@@ -114,8 +114,9 @@ void gelu_table_mul_avx512(const float* table, const float* gate, const float* u
 
 bool packed_kernels_avx2(DType t, KernelSet* out);
 // The x16 layout (kernels/packed.h) under AVX-512 VNNI (packed16_avx512.cpp), rows [r0, r1) with r0
-// a multiple of 16.
-bool packed16_kernels_avx512(DType t, KernelSet* out);
+// a multiple of 16. decode_prefetch: single-token products prefetch the weight stream into L1 (else the
+// hardware prefetcher alone: KernelPath::kPacked16Hw); the same bits either way.
+bool packed16_kernels_avx512(DType t, KernelSet* out, bool decode_prefetch = true);
 // The ActKind kQ8_0 / kQ8_1 quantizer under AVX-512 (quantize_avx512.cpp), bitwise the AVX2 one's
 // (gemm_impl.h quantize_q8_32): int8 q, or u = q + 128 (biased, as the AVX-512 kernels take them).
 void quantize_q8_32_avx512(const float* x, uint8_t* dst, const ActLayout& L);

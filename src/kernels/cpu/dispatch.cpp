@@ -124,7 +124,9 @@ bool try_path(const QMatrix& w, Isa isa, KernelPath want, int64_t n, Choice* c) 
   bool ok = false;
   switch (want) {
     case KernelPath::kPacked16:
-      ok = isa == Isa::kAvx512 && w.packed && w.packed_rows == 16 && cpu::packed16_kernels_avx512(w.type, &ks);
+    case KernelPath::kPacked16Hw:
+      ok = isa == Isa::kAvx512 && w.packed && w.packed_rows == 16 &&
+           cpu::packed16_kernels_avx512(w.type, &ks, want == KernelPath::kPacked16);
       break;
     case KernelPath::kPacked8:
       ok = isa >= Isa::kAvx2 && w.packed && w.packed_rows == 8 && cpu::packed_kernels_avx2(w.type, &ks);
@@ -195,6 +197,7 @@ const char* kernel_path_name(KernelPath p) {
     case KernelPath::kPacked8: return "packed8";
     case KernelPath::kPacked16: return "packed16";
     case KernelPath::kAmx: return "amx";
+    case KernelPath::kPacked16Hw: return "packed16-hw";
   }
   return "unknown";
 }
@@ -210,7 +213,7 @@ MatmulPath matmul_path(const QMatrix& w, Isa isa, bool allow_amx) {
     return {isa == Isa::kScalar ? std::string("scalar reference kernels")
                                 : std::string("scalar reference (no ") + isa_name(isa) + " kernel for " + dtype_name(w.type) + ")",
             false};
-  const bool packed = c.path == KernelPath::kPacked16 || c.path == KernelPath::kPacked8;
+  const bool packed = c.path == KernelPath::kPacked16 || c.path == KernelPath::kPacked8;  // default_path: never kPacked16Hw
   std::string k = packed ? std::string("packed x") + std::to_string(w.packed_rows) + " tiles, " + isa_name(isa)
                          : std::string(isa_name(isa)) + " kernels";
   if (!packed && amx_runs(w, isa, allow_amx))

@@ -48,6 +48,9 @@ constexpr int kMaxTileTokens = 8;  // 8 tokens' int32 chains + f32 accumulators 
 // windows too: there, SmolLM2's verify(2..5) after 256 tokens, 10 alternating rounds, paired medians
 // 0.944 / 0.957 / 0.972 / 0.969 of the L2 prefetch's time; the same for every record type was 2-8 %
 // slower on Gemma 3 (Q4_K / Q6_K records are 2.5-4.4 KB: 8 KB is two or three records ahead).
+// On AMD Zen 4 (family 25 model 17) the single token's L1 prefetch cost SmolLM2's decode ~6 % instead
+// (none / L1: paired median 1.062 over 16 alternating runs): the kernel planner times both there
+// (the packed16-hw path) on a stream of the model's size.
 constexpr size_t kPrefetchBytes = 16384;
 constexpr size_t kPrefetchBytes1 = 8192;
 
@@ -264,8 +267,10 @@ struct RecQ6_K {
 static_assert(RecQ8_0::kRec == kPackedQ8_0x16RecordBytes && RecQ5_0::kRec == kPackedQ5_0x16RecordBytes);
 
 // Rows [r, r + nr) (one group of 16, nr <= 16; records from `rec`) x NT tokens (activation rows
-// a0 + t * L.stride), all blocks in order.
-template <class R, int NT>
+// a0 + t * L.stride), all blocks in order. kPf1: a single token prefetches the weight stream into L1
+// (false: the hardware prefetcher alone; which is faster depends on the CPU and on whether the weights
+// stream from DRAM or sit in L3, so the kernel planner times both: kernels/plan.h, packed16-hw).
+template <class R, int NT, bool kPf1 = true>
 void tile(const uint8_t* rec, int64_t nb, const uint8_t* a0, const ActLayout& L, float* y, int64_t ldy, int64_t t0,
           int64_t r, int nr) {
   const uint8_t* a[NT];
@@ -277,9 +282,10 @@ void tile(const uint8_t* rec, int64_t nb, const uint8_t* a0, const ActLayout& L,
     A[t] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b, rec += R::kRec) {
-    if constexpr (NT == 1)
-      for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes1 + l, _MM_HINT_T0);
-    else if constexpr (R::kWindowPrefetchL1)
+    if constexpr (NT == 1) {
+      if constexpr (kPf1)
+        for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes1 + l, _MM_HINT_T0);
+    } else if constexpr (R::kWindowPrefetchL1)
       for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes1 + l, _MM_HINT_T0);
     else
       for (size_t l = 0; l < R::kRec; l += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes + l, _MM_HINT_T1);
@@ -296,19 +302,19 @@ void tile(const uint8_t* rec, int64_t nb, const uint8_t* a0, const ActLayout& L,
 }
 
 // Rows [rb, re) (records from `packed`, row rb's group first) x tokens [t0, t0 + NT).
-template <class R, int NT>
+template <class R, int NT, bool kPf1 = true>
 void rows_x_tokens(const uint8_t* packed, int64_t nb, int64_t rb, int64_t re, const uint8_t* a0, const ActLayout& L,
                    int64_t t0, float* y, int64_t ldy) {
   for (int64_t r = rb; r < re; r += 16)
-    tile<R, NT>(packed + (size_t)((r - rb) / 16) * (size_t)nb * R::kRec, nb, a0, L, y, ldy, t0, r,
+    tile<R, NT, kPf1>(packed + (size_t)((r - rb) / 16) * (size_t)nb * R::kRec, nb, a0, L, y, ldy, t0, r,
                 (int)std::min<int64_t>(16, re - r));
 }
 
-template <class R>
+template <class R, bool kPf1 = true>
 void token_chunk(const uint8_t* packed, int64_t nb, int64_t rb, int64_t re, const uint8_t* a0, const ActLayout& L,
                  int64_t t0, int64_t nt, float* y, int64_t ldy) {
   switch (nt) {
-    case 1: rows_x_tokens<R, 1>(packed, nb, rb, re, a0, L, t0, y, ldy); return;
+    case 1: rows_x_tokens<R, 1, kPf1>(packed, nb, rb, re, a0, L, t0, y, ldy); return;
     case 2: rows_x_tokens<R, 2>(packed, nb, rb, re, a0, L, t0, y, ldy); return;
     case 3: rows_x_tokens<R, 3>(packed, nb, rb, re, a0, L, t0, y, ldy); return;
     case 4: rows_x_tokens<R, 4>(packed, nb, rb, re, a0, L, t0, y, ldy); return;
@@ -322,7 +328,7 @@ void token_chunk(const uint8_t* packed, int64_t nb, int64_t rb, int64_t re, cons
 // Rows [r0, r1) (r0 a multiple of 16) x all tokens: decode in one pass over the rows; verify windows
 // in blocks of 2 groups (in L1 or L2 while a second token chunk passes); prefill in L2-sized row
 // blocks that every token chunk passes over (Q5_0's widened once to Q8_0 records).
-template <class R>
+template <class R, bool kPf1>
 void gemm_packed16(const QMatrix& w, int64_t r0, int64_t r1, const uint8_t* act, const ActLayout& L, int64_t n_tok,
                    float* y, int64_t ldy) {
   DSPARK_CHECK(r0 % 16 == 0);
@@ -350,31 +356,31 @@ void gemm_packed16(const QMatrix& w, int64_t r0, int64_t r1, const uint8_t* act,
       }
     }
     for (int64_t t0 = 0; t0 < n_tok; t0 += kMaxTileTokens)
-      token_chunk<R>(recs, nb, rb, re, act + (size_t)t0 * L.stride, L, t0, std::min<int64_t>(kMaxTileTokens, n_tok - t0),
+      token_chunk<R, kPf1>(recs, nb, rb, re, act + (size_t)t0 * L.stride, L, t0, std::min<int64_t>(kMaxTileTokens, n_tok - t0),
                      y, ldy);
   }
 }
 
 template <class R>
-bool kernel_set(DType t, KernelSet* out) {
+bool kernel_set(DType t, KernelSet* out, bool decode_prefetch) {
   // Biased records take the AVX-512 quantizer's u = q + 128, the others int8 q (the AVX2 quantizer).
   if (!(R::kBiased ? kernels_avx512(t, out) : kernels_avx2(t, out))) return false;
   if (out->act == ActKind::kQ8_0 || out->act == ActKind::kQ8_1)  // the same bytes, 16 blocks at a time
     out->quantize = R::kBiased ? &quantize_q8_32_avx512_biased : &quantize_q8_32_avx512;
-  out->gemm = &gemm_packed16<R>;
+  out->gemm = decode_prefetch ? &gemm_packed16<R, true> : &gemm_packed16<R, false>;
   return true;
 }
 
 }  // namespace
 
-bool packed16_kernels_avx512(DType t, KernelSet* out) {
+bool packed16_kernels_avx512(DType t, KernelSet* out, bool decode_prefetch) {
   switch (t) {
     case DType::Q8_0:
-    case DType::Q4_0: return kernel_set<RecQ8_0>(t, out);
-    case DType::Q5_0: return kernel_set<RecQ5_0>(t, out);
-    case DType::Q4_1: return kernel_set<RecQ4_1>(t, out);
-    case DType::Q4_K: return kernel_set<RecQ4_K>(t, out);
-    case DType::Q6_K: return kernel_set<RecQ6_K>(t, out);
+    case DType::Q4_0: return kernel_set<RecQ8_0>(t, out, decode_prefetch);
+    case DType::Q5_0: return kernel_set<RecQ5_0>(t, out, decode_prefetch);
+    case DType::Q4_1: return kernel_set<RecQ4_1>(t, out, decode_prefetch);
+    case DType::Q4_K: return kernel_set<RecQ4_K>(t, out, decode_prefetch);
+    case DType::Q6_K: return kernel_set<RecQ6_K>(t, out, decode_prefetch);
     default: return false;
   }
 }

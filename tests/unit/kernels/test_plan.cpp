@@ -38,7 +38,13 @@ class FakeTimer final : public PlanTimer {
   }
   int64_t rows_timed(DType, int64_t) const override { return 64; }
   int64_t cols_timed(DType) const override { return 256; }
+  Result<double> stream_ms(DType t, P p) override {
+    stream_calls.emplace_back(t, p);
+    return stream ? stream(t, p) : -1.0;
+  }
   std::vector<std::tuple<DType, P, int64_t>> calls;
+  std::function<double(DType, P)> stream;  // unset: streams not timed
+  std::vector<std::pair<DType, P>> stream_calls;
 
  private:
   Fn fn_;
@@ -46,9 +52,17 @@ class FakeTimer final : public PlanTimer {
 
 std::vector<P> paths_of(const TypePlan& tp) { return std::vector<P>(tp.path.begin(), tp.path.end()); }
 
+double timing_of_for_test(const KernelPlan& plan, DType t, int64_t n, P p) {
+  for (const PlanTiming& x : plan.timings)
+    if (x.type == t && x.n == n && x.path == p) return x.ms;
+  return -1;
+}
+
 TEST(Plan, CandidatesPerCpuClass) {
   EXPECT_EQ(candidate_paths(DType::Q8_0, 1, kAvx2), (std::vector<P>{P::kPacked8, P::kAvx2}));
-  EXPECT_EQ(candidate_paths(DType::Q8_0, 1, kAvx512), (std::vector<P>{P::kPacked16, P::kPacked8, P::kAvx512, P::kAvx2}));
+  EXPECT_EQ(candidate_paths(DType::Q8_0, 1, kAvx512),
+            (std::vector<P>{P::kPacked16, P::kPacked16Hw, P::kPacked8, P::kAvx512, P::kAvx2}));
+  EXPECT_EQ(candidate_paths(DType::Q8_0, 2, kAvx512), (std::vector<P>{P::kPacked16, P::kPacked8, P::kAvx512, P::kAvx2}));
   // AMX only from cpu::amx_min_tokens: 5 for Q8_0, 8 for the others.
   EXPECT_EQ(candidate_paths(DType::Q8_0, 4, kAmx), (std::vector<P>{P::kPacked16, P::kPacked8, P::kAvx512, P::kAvx2}));
   EXPECT_EQ(candidate_paths(DType::Q8_0, 8, kAmx),
@@ -195,11 +209,55 @@ TEST(Plan, MakePlanWithFakeTimer) {
     EXPECT_EQ(plan->threads, 1);
     EXPECT_FALSE(plan_summary(*plan).empty());
     EXPECT_NE(plan_timings_table(*plan).find("*"), std::string::npos);
+    EXPECT_EQ(timer.stream_calls.size(), std::count_if(timer.calls.begin(), timer.calls.end(), [](const auto& c) {
+                return std::get<2>(c) == 1;  // no stream here: each n = 1 timing asked for one, then ran on the slice
+              }));
   }
   PlanRequest bad;
   bad.chunk = 16;
   FakeTimer t([](DType, P, int64_t) { return 1.0; });
   EXPECT_FALSE(make_plan(bad, t).is_ok());
+}
+
+// The n = 1 bucket is timed on the stream where the timer has one (never on the slice), every
+// candidate including packed16-hw (the x16 kernels without the single token's software prefetch),
+// which wins only by more than the margin: the plan keeps one x16 copy either way.
+TEST(Plan, DecodeBucketTimedOnTheStream) {
+  for (double hw_ms : {0.90, 0.99, 1.20}) {
+    // On the slice packed16 wins everywhere; on the stream, packed16-hw by (1 - hw_ms).
+    FakeTimer timer([](DType, P p, int64_t) { return p == P::kPacked16 ? 1.0 : 2.0; });
+    int pass = 0;
+    timer.stream = [&](DType, P p) {
+      ++pass;
+      const double base = p == P::kPacked16 ? 10.0 : p == P::kPacked16Hw ? 10.0 * hw_ms : 12.0;
+      return base + (pass == 2 ? 50.0 : 0.0);  // one slow pass: the best of the rounds ignores it
+    };
+    PlanRequest req;
+    req.caps = kAvx512;
+    req.types = {DType::Q4_1};
+    auto plan = make_plan(req, timer);
+    ASSERT_TRUE(plan.is_ok()) << plan.message();
+    const TypePlan* q = plan->find(DType::Q4_1);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->path[0], hw_ms < 0.97 ? P::kPacked16Hw : P::kPacked16) << hw_ms;
+    for (int b = 1; b < kPlanBuckets; ++b) EXPECT_EQ(q->path[(size_t)b], P::kPacked16);
+    EXPECT_EQ(q->packed_rows, 16);
+    EXPECT_FALSE(q->needs_source);
+    EXPECT_GE(timer.stream_calls.size(), (size_t)req.rounds * candidate_paths(DType::Q4_1, 1, kAvx512).size());
+    for (auto& [t, p, n] : timer.calls) EXPECT_NE(n, 1);  // n = 1 ran on the stream only
+    EXPECT_DOUBLE_EQ(timing_of_for_test(*plan, DType::Q4_1, 1, P::kPacked16), 10.0);
+  }
+  // An AVX2-only CPU: no x16 layout, so no packed16-hw candidate; its n = 1 bucket still streams.
+  FakeTimer timer([](DType, P p, int64_t) { return p == P::kPacked8 ? 1.0 : 2.0; });
+  timer.stream = [](DType, P p) { return p == P::kAvx2 ? 1.0 : 2.0; };
+  PlanRequest req;
+  req.caps = kAvx2;
+  req.types = {DType::Q4_1};
+  auto plan = make_plan(req, timer);
+  ASSERT_TRUE(plan.is_ok());
+  for (auto& [t, p] : timer.stream_calls) EXPECT_NE(p, P::kPacked16Hw);
+  EXPECT_EQ(plan->find(DType::Q4_1)->path[0], P::kAvx2);
+  EXPECT_EQ(plan->find(DType::Q4_1)->path[1], P::kPacked8);
 }
 
 // A slow stretch of the machine that covers the preferred path's first runs must not move the bucket:
@@ -253,6 +311,10 @@ TEST(Plan, PlannedDispatchIsBitwiseTheReference) {
       std::array<P, kPlanBuckets> a;
       for (int b = 0; b < kPlanBuckets; ++b) a[(size_t)b] = p;
       plans.push_back(a);
+      if (p == P::kPacked16) {  // decode without the software prefetch (n = 1 only)
+        a[0] = P::kPacked16Hw;
+        plans.push_back(a);
+      }
     }
     std::array<P, kPlanBuckets> mix;
     for (int b = 0; b < kPlanBuckets; ++b) mix[(size_t)b] = all.empty() ? P::kScalar : all[(size_t)b % all.size()];
@@ -316,6 +378,9 @@ TEST(Plan, RealTimerPlanRunsTheReferenceBits) {
   ASSERT_TRUE(plan.is_ok()) << plan.message();
   EXPECT_EQ(plan->types.size(), 3u);
   for (const PlanTiming& t : plan->timings) EXPECT_GT(t.ms, 0.0);
+  if (req.caps.isa == Isa::kAvx512) {  // packed16-hw timed on the stream like every n = 1 candidate
+    EXPECT_GT(timing_of_for_test(*plan, DType::Q8_0, 1, P::kPacked16Hw), 0.0);
+  }
   const PlannedCpuBackend be(default_backend(), *plan);
   ThreadPool pool(2);
   for (auto* w : {&w8, &w4}) {

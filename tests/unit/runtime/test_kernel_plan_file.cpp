@@ -46,6 +46,26 @@ TEST(KernelPlanFile, RoundTrip) {
   EXPECT_EQ(back->types[0].path[5], P::kAvx512);
 }
 
+// A decode bucket on packed16-hw (the x16 kernels without the single token's software prefetch)
+// comes back with the x16 copy; the same file on a CPU without the x16 layout names a path it lacks.
+TEST(KernelPlanFile, RoundTripPacked16Hw) {
+  std::vector<kernels::PlanTiming> t;
+  for (int64_t n : {1, 2, 4, 8, 16, 512}) t.push_back({DType::Q4_1, n, P::kPacked16, 1.0});
+  t.push_back({DType::Q4_1, 1, P::kPacked16Hw, 0.8});
+  const kernels::KernelPlan plan = kernels::decide_plan(kAvx512, 512, {DType::Q4_1}, t);
+  ASSERT_EQ(plan.types[0].path[0], P::kPacked16Hw);
+  const std::string text = format_plan_file(plan, identity());
+  auto back = parse_plan_file(text, identity(), kAvx512);
+  ASSERT_TRUE(back.is_ok()) << back.message();
+  EXPECT_EQ(back->types[0].path, plan.types[0].path);
+  EXPECT_EQ(back->types[0].packed_rows, 16);
+  EXPECT_FALSE(back->types[0].needs_source);
+  EXPECT_EQ(back->timings.size(), plan.timings.size());
+  auto avx2 = parse_plan_file(text, identity(), kAvx2);
+  ASSERT_FALSE(avx2.is_ok());
+  EXPECT_NE(avx2.message().find("packed16-hw"), std::string::npos) << avx2.message();
+}
+
 TEST(KernelPlanFile, RejectsOtherCpuBinaryModelAndAltered) {
   const std::string text = format_plan_file(sample_plan(), identity());
   auto reject = [&](PlanIdentity want, const std::string& needle, const kernels::PlanCaps& caps = kAvx512,
