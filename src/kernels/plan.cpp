@@ -158,8 +158,8 @@ std::string plan_timings_table(const KernelPlan& plan) {
   out += "\n";
   char buf[48];
   for (const TypePlan& tp : plan.types) {
-    for (int pi = kNumKernelPaths - 1; pi >= 0; --pi) {  // packed16 first, as the preference order
-      const auto p = (KernelPath)pi;
+    for (KernelPath p : {KernelPath::kPacked16, KernelPath::kPacked16Hw, KernelPath::kPacked8, KernelPath::kAmx,
+                         KernelPath::kAvx512, KernelPath::kAvx2, KernelPath::kScalar}) {  // the preference order
       std::string row;
       bool any = false;
       for (int b = 0; b < kPlanBuckets; ++b) {
@@ -177,6 +177,8 @@ std::string plan_timings_table(const KernelPlan& plan) {
                std::to_string(tp.cols_timed) + "] | " + kernel_path_name(p) + " | ms |" + row + "\n";
     }
   }
+  out += "(n 1: ms of one pass over a stream as large as the weights a decoded token reads, where the planner had one;\n"
+         "the other columns: one product over the timed slice)\n";
   return out;
 }
 
