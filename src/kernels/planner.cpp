@@ -138,7 +138,7 @@ int64_t MatmulPlanTimer::cols_timed(DType t) const {
   return s ? s->full.n_cols : 0;
 }
 
-Result<double> MatmulPlanTimer::run_ms(DType t, KernelPath p, int64_t n) {
+Result<MatmulPlanTimer::Slot*> MatmulPlanTimer::slot_for(DType t, KernelPath p, int64_t n) {
   Slot* s = slot(t);
   if (!s) return Status::error(std::string("kernel plan: no matrix of type ") + dtype_name(t) + " to time");
   if (n > chunk_) return Status::error("kernel plan: " + std::to_string(n) + " tokens exceed the chunk");
@@ -146,7 +146,11 @@ Result<double> MatmulPlanTimer::run_ms(DType t, KernelPath p, int64_t n) {
   if (std::find(here.begin(), here.end(), p) == here.end())
     return Status::error(std::string("kernel plan: this CPU cannot run ") + kernel_path_name(p) + " for " + dtype_name(t) +
                          " at " + std::to_string(n) + " tokens");
-  Slot::Slice& sl = s->slice[n > 16 ? 1 : 0];
+  return s;
+}
+
+QMatrix MatmulPlanTimer::in_layout(Slot& s, int c, KernelPath p) {
+  Slot::Slice& sl = s.slice[c];
   QMatrix w = sl.m;
   if (const int rows = path_packed_rows(p)) {
     std::vector<uint8_t>& copy = sl.packed[rows == 16 ? 1 : 0];
@@ -156,8 +160,17 @@ Result<double> MatmulPlanTimer::run_ms(DType t, KernelPath p, int64_t n) {
     }
     w.packed = copy.data();
     w.packed_rows = rows;
-    w.data = nullptr;  // the packed path or nothing: a silent fallback would time the wrong kernel
+    w.data = nullptr;
   }
+  return w;
+}
+
+Result<double> MatmulPlanTimer::run_ms(DType t, KernelPath p, int64_t n) {
+  auto s = slot_for(t, p, n);
+  if (!s) return s.status();
+  const int c = n > 16 ? 1 : 0;
+  Slot::Slice& sl = (*s)->slice[c];
+  const QMatrix w = in_layout(**s, c, p);
   using Clock = std::chrono::steady_clock;
   if (!sl.warm[(int)p]) {
     matmul_on(ctx_, p, w, x_.data(), n, y_.data(), w.n_rows);
@@ -169,35 +182,22 @@ Result<double> MatmulPlanTimer::run_ms(DType t, KernelPath p, int64_t n) {
 }
 
 Result<double> MatmulPlanTimer::stream_ms(DType t, KernelPath p) {
-  Slot* s = slot(t);
-  if (!s) return Status::error(std::string("kernel plan: no matrix of type ") + dtype_name(t) + " to time");
-  const std::vector<KernelPath> here = candidate_paths(t, 1, detect_plan_caps());
-  if (std::find(here.begin(), here.end(), p) == here.end())
-    return Status::error(std::string("kernel plan: this CPU cannot run ") + kernel_path_name(p) + " for " + dtype_name(t));
+  auto s = slot_for(t, p, 1);
+  if (!s) return s.status();
   if (stream_type_ != t)
     for (auto& v : stream_) v.clear();
   stream_type_ = t;
-  const QMatrix& m = s->slice[0].m;
+  QMatrix w = in_layout(**s, 0, p);
   const int rows = path_packed_rows(p);
   std::vector<std::vector<uint8_t>>& copies = stream_[rows == 16 ? 2 : rows == 8 ? 1 : 0];
   const bool fresh = copies.empty();
-  if (fresh) {
-    std::vector<uint8_t> one;
-    if (rows) {
-      one.resize(packed_bytes(m, rows));
-      pack(m, rows, one.data());
-    } else {
-      const auto* src = static_cast<const uint8_t*>(m.data);
-      one.assign(src, src + m.row_stride * (size_t)m.n_rows);
-    }
-    const size_t want = std::min(std::max(s->stream_bytes, one.size()), std::max(kStreamMaxBytes, one.size()));
-    const size_t n = std::max<size_t>(1, (want + one.size() / 2) / one.size());
-    for (size_t i = 0; i < n; ++i) copies.push_back(one);  // each copy its own pages
+  if (fresh) {  // copies of the slice's bytes in this layout, each its own pages
+    const auto* src = rows ? w.packed : static_cast<const uint8_t*>(w.data);
+    const size_t bytes = rows ? packed_bytes(w, rows) : w.row_stride * (size_t)w.n_rows;
+    const size_t want = std::min(std::max((*s)->stream_bytes, bytes), std::max(kStreamMaxBytes, bytes));
+    const size_t n = std::max<size_t>(1, (want + bytes / 2) / bytes);
+    for (size_t i = 0; i < n; ++i) copies.emplace_back(src, src + bytes);
   }
-  QMatrix w = m;  // in the path's layout only: a silent fallback would time the wrong kernel
-  w.data = nullptr;
-  w.packed = nullptr;
-  w.packed_rows = rows;
   auto pass = [&] {
     for (const std::vector<uint8_t>& c : copies) {
       if (rows) w.packed = c.data();

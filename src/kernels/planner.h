@@ -84,6 +84,11 @@ class MatmulPlanTimer final : public PlanTimer {
   struct Slot;
   Slot* slot(DType t);
   const Slot* slot(DType t) const;
+  // The slot of t when this CPU can run p for t at n tokens, else why not.
+  Result<Slot*> slot_for(DType t, KernelPath p, int64_t n);
+  // Slice c of s in the layout p reads: its packed copy (made on first use; data == nullptr, so a
+  // silent fallback cannot time the wrong kernel) or the GGUF rows.
+  static QMatrix in_layout(Slot& s, int c, KernelPath p);
   std::vector<std::unique_ptr<Slot>> slots_;
   ThreadPool pool_;
   MatmulContext ctx_;
