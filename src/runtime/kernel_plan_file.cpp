@@ -13,8 +13,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <vector>
 
+#include "core/cpu_load.h"
 #include "formats/gguf.h"
 #include "kernels/planner.h"
 
@@ -301,17 +303,31 @@ Result<TargetBackend> target_backend(const std::string& model_path, const std::s
   req.threads = id.threads;
   for (const kernels::PlanMatrix& m : mats) req.types.push_back(m.m.type);
   const auto t0 = std::chrono::steady_clock::now();
+  const OtherLoad load;  // what other processes use while the plan is timed
   kernels::MatmulPlanTimer timer(std::move(mats), id.threads, flags.chunk);
   auto plan = kernels::make_plan(req, timer);
   if (!plan) return Status::error(model_path + ": " + plan.message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  char buf[64];
+  const std::optional<double> others = load.cpus();
+  const double quiet = flags.max_other_cpus.value_or(
+      kPlanQuietOtherCpus * std::max(1, (int)std::thread::hardware_concurrency() - id.threads));
+  char buf[160];
   std::snprintf(buf, sizeof buf, "planned in %.2f s", secs);
   tb.plan_status = buf;
-  if (Status st = write_file(file, format_plan_file(*plan, id)); !st)
+  if (others && *others > quiet) {
+    std::snprintf(buf, sizeof buf, "other processes used %.2f CPUs while it was timed (more than %.2f)", *others, quiet);
+    tb.plan_status += std::string(", not saved: ") + buf;
+    notify(flags.note, std::string("dspark: kernel plan used for this run but not saved: ") + buf +
+                           ", so its choices may not be this CPU's best; the next start plans again");
+  } else if (Status st = write_file(file, format_plan_file(*plan, id)); !st) {
     notify(flags.note, "dspark: kernel plan not saved: " + st.message());
-  else
+  } else {
+    if (others) {
+      std::snprintf(buf, sizeof buf, " (other processes used %.2f CPUs meanwhile)", *others);
+      tb.plan_status += buf;
+    }
     tb.plan_status += ", saved to " + file;
+  }
   tb.planned = std::make_unique<kernels::PlannedCpuBackend>(**be, std::move(plan).value());
   tb.backend = tb.planned.get();
   return tb;

@@ -4,6 +4,8 @@
 // --kernel-plan auto (default of the verbs with --backend): the plan file under the cache dir,
 //   <cache>/kernel-plans/<hash>.plan, where the hash is of the identity below; planned on the
 //   first start (about a second: decode timed on a stream of the model's size), read on the next ones.
+//   A plan timed while other processes used the CPUs (BackendFlags::max_other_cpus) runs that start
+//   and is not saved: one note, and the next start plans again.
 // --kernel-plan FILE: the same with that file.
 // --kernel-plan off: no plan; the CPU backend's fixed rule (kernels.h default_path).
 // A plan applies to the auto CPU backend (--backend auto / cpu) of a SIMD CPU; other backends run
@@ -23,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/note.h"
@@ -62,13 +65,23 @@ struct BackendFlags {
   int threads = 1;                  // the verb's pool size (the plan is timed and kept per size)
   int64_t chunk = 512;              // its prefill chunk (SessionOptions::max_batch)
   NoteFn note;                      // a rejected or unsaved plan file is reported here (core/note.h)
+  // A plan timed while other processes (or the hypervisor's steal) used more than this many CPUs on
+  // average runs this start but is not saved, so the next start plans again. nullopt: the default,
+  // kPlanQuietOtherCpus per CPU the pool leaves free (at least one).
+  std::optional<double> max_other_cpus;
 };
+
+// A quarter of a CPU: an idle Debian VM's daemons use ~0.01; a compiler or a second engine on a 2-core
+// machine, ~1. A plan timed beside them can pick a slower path for good (a plan made while other
+// tenants loaded a KVM Xeon chose the unpacked AVX2 kernel for the LM head at 1 token, and decode ran
+// 341 tok/s against 403 with the plan off).
+inline constexpr double kPlanQuietOtherCpus = 0.25;
 
 // The backend a target runs on, and its plan when it has one.
 struct TargetBackend {
   const kernels::Backend* backend = nullptr;           // what the model is loaded on
   std::unique_ptr<kernels::PlannedCpuBackend> planned;  // owns the plan (backend points here) or null
-  std::string plan_status;  // "off", "read from FILE", "planned in 0.42 s, saved to FILE"
+  std::string plan_status;  // "off", "read from FILE", "planned in 0.42 s, saved to FILE" (or ", not saved: ...")
 };
 
 // Resolves flags.backend and, on the auto CPU backend with a plan mode other than off, the plan of

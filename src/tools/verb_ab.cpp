@@ -217,7 +217,7 @@ int verb_ab(int argc, char** argv) {
   if (auto rc = parse_verb_args(args, argc, argv, bad)) return *rc;
   if (Status st = check_ab_flags(args, f); !st) return bad(st.message());
   auto lm = load_model(f.model_spec, f.cache, f.chat_template,
-                       BackendFlags{f.backend, f.kernel_plan, (int)f.threads, model::SessionOptions{}.max_batch, print_note});
+                       BackendFlags{f.backend, f.kernel_plan, (int)f.threads, model::SessionOptions{}.max_batch, print_note, {}});
   if (!lm) return bad(lm.message());
   if (f.verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   if (f.n_ctx > lm->model->config().n_ctx_train)

@@ -101,7 +101,7 @@ int verb_bench(int argc, char** argv) {
   auto model_path = resolve_model_path(f.model_spec, resolve_cache_dir(f.cache));
   if (!model_path) return fail(model_path.message());
   auto tb = target_backend(*model_path, resolve_cache_dir(f.cache),
-                           BackendFlags{f.backend, f.kernel_plan, (int)f.threads, eval::kSpeedBenchMaxBatch, print_note});
+                           BackendFlags{f.backend, f.kernel_plan, (int)f.threads, eval::kSpeedBenchMaxBatch, print_note, {}});
   if (!tb) return fail(tb.message());
   const kernels::ProfilingBackend prof(*tb->backend);  // used only with --profile
   auto lm = load_model(*model_path, f.cache, f.chat_template, f.profile ? prof : *tb->backend);

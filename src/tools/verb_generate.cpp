@@ -182,7 +182,7 @@ int verb_generate(int argc, char** argv) {
   if (auto rc = parse_verb_args(args, argc, argv, fail)) return *rc;
   if (Status st = check_generate_flags(args, f); !st) return fail(st.message());
   auto lm = load_model(f.model_spec, f.cache, f.chat_template,
-                       BackendFlags{f.backend, f.kernel_plan, (int)f.threads, model::SessionOptions{}.max_batch, print_note});
+                       BackendFlags{f.backend, f.kernel_plan, (int)f.threads, model::SessionOptions{}.max_batch, print_note, {}});
   if (!lm) return fail(lm.message());
   if (f.verbose) std::fputs(runtime::kernel_report(*lm->model).c_str(), stderr);
   auto ids = encode_prompt(f, *lm);

@@ -84,7 +84,7 @@ TEST(KernelPlanReal, TimedPlanLoadsAndIsBitwise) {
   DSPARK_REQUIRE_SMOLLM2();
   const std::string file = ::testing::TempDir() + "dspark_real.plan";
   std::remove(file.c_str());
-  auto lm = runtime::load_model(real_smollm2()->path, "", "", runtime::BackendFlags{"", file, 2, 512, nullptr});
+  auto lm = runtime::load_model(real_smollm2()->path, "", "", runtime::BackendFlags{"", file, 2, 512, nullptr, {}});
   ASSERT_TRUE(lm.is_ok()) << lm.message();
   ASSERT_NE(lm->backend.planned, nullptr);
   EXPECT_NE(lm->backend.plan_status.find("planned in"), std::string::npos);

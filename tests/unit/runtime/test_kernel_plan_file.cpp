@@ -119,7 +119,8 @@ TEST(KernelPlanFile, LoadPlansSavesReadsAndRejects) {
   const std::string model = dir + "/tiny.gguf", file = dir + "/tiny.plan";
   ASSERT_TRUE(dspark::testing::TinyLlama(7).write(model).is_ok());
   std::vector<std::string> notes;  // what target_backend reports (a verb prints each on stderr)
-  const BackendFlags flags{"", file, 2, 32, [&notes](const std::string& n) { notes.push_back(n); }};
+  // Saved whatever else runs on the test machine (the quiet-machine rule has its own test below).
+  const BackendFlags flags{"", file, 2, 32, [&notes](const std::string& n) { notes.push_back(n); }, 1e9};
 
   auto first = target_backend(model, dir, flags);
   ASSERT_TRUE(first.is_ok()) << first.message();
@@ -155,13 +156,13 @@ TEST(KernelPlanFile, LoadPlansSavesReadsAndRejects) {
   EXPECT_NE(err.find("checksum"), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos) << err;
 
-  auto off = target_backend(model, dir, BackendFlags{"", "off", 2, 32, nullptr});
+  auto off = target_backend(model, dir, BackendFlags{"", "off", 2, 32, nullptr, {}});
   ASSERT_TRUE(off.is_ok());
   EXPECT_EQ(off->planned, nullptr);
-  auto avx2 = target_backend(model, dir, BackendFlags{"cpu-avx2", "auto", 2, 32, nullptr});
+  auto avx2 = target_backend(model, dir, BackendFlags{"cpu-avx2", "auto", 2, 32, nullptr, {}});
   ASSERT_TRUE(avx2.is_ok());
   EXPECT_EQ(avx2->planned, nullptr);
-  EXPECT_FALSE(target_backend(model, dir, BackendFlags{"no-such", "auto", 2, 32, nullptr}).is_ok());
+  EXPECT_FALSE(target_backend(model, dir, BackendFlags{"no-such", "auto", 2, 32, nullptr, {}}).is_ok());
 
   // Same logits with and without the plan.
   auto planned = model::load_model(model, third->backend);  // no tokenizer in the tiny file
@@ -177,6 +178,39 @@ TEST(KernelPlanFile, LoadPlansSavesReadsAndRejects) {
     ASSERT_TRUE((*plain)->forward(b, toks, all).is_ok());
     ASSERT_EQ(std::memcmp(a.logits(), b.logits(), sizeof(float) * (size_t)(n * 80)), 0) << n;
   }
+  std::filesystem::remove_all(dir);
+}
+
+// A plan timed while others used more CPU than the flags allow (here: any at all, as -1 CPUs) runs
+// this start, is not saved, says so in one note, and the next start plans again.
+TEST(KernelPlanFile, PlanTimedOnABusyMachineIsNotSaved) {
+  if (kernels::detect_isa() < kernels::Isa::kAvx2) GTEST_SKIP() << "no SIMD kernels: nothing to plan";
+  const std::string dir = ::testing::TempDir() + "dspark_plan_busy_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string model = dir + "/tiny.gguf", file = dir + "/tiny.plan";
+  ASSERT_TRUE(dspark::testing::TinyLlama(7).write(model).is_ok());
+  std::vector<std::string> notes;
+  const BackendFlags busy{"", file, 2, 32, [&notes](const std::string& n) { notes.push_back(n); }, -1.0};
+  for (int start = 0; start < 2; ++start) {
+    auto tb = target_backend(model, dir, busy);
+    ASSERT_TRUE(tb.is_ok()) << tb.message();
+    ASSERT_NE(tb->planned, nullptr);  // used for this run
+    EXPECT_NE(tb->plan_status.find("planned in"), std::string::npos) << tb->plan_status;
+    EXPECT_NE(tb->plan_status.find("not saved: other processes used"), std::string::npos) << tb->plan_status;
+    EXPECT_FALSE(std::filesystem::exists(file));
+  }
+  ASSERT_EQ(notes.size(), 2u);  // one line per start
+  EXPECT_NE(notes[0].find("not saved"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("the next start plans again"), std::string::npos) << notes[0];
+  EXPECT_EQ(notes[0].find('\n'), std::string::npos) << notes[0];
+  // The same start with room for the others: saved, and read by the next one.
+  auto quiet = target_backend(model, dir, BackendFlags{"", file, 2, 32, nullptr, 1e9});
+  ASSERT_TRUE(quiet.is_ok());
+  EXPECT_NE(quiet->plan_status.find("saved to " + file), std::string::npos) << quiet->plan_status;
+  auto again = target_backend(model, dir, BackendFlags{"", file, 2, 32, nullptr, -1.0});
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->plan_status, "read from " + file);
   std::filesystem::remove_all(dir);
 }
 
