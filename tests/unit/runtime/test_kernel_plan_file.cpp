@@ -108,16 +108,26 @@ TEST(KernelPlanFile, DefaultPathDependsOnEveryPart) {
   EXPECT_FALSE(binary_identity().empty());
 }
 
+// A fresh folder under the test temp dir holding a tiny F32 model; `file` is where its plan goes.
+struct TinyPlanDir {
+  std::string dir, model, file;
+  bool ok = false;
+  explicit TinyPlanDir(const std::string& name)
+      : dir(::testing::TempDir() + name), model(dir + "/tiny.gguf"), file(dir + "/tiny.plan") {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    ok = dspark::testing::TinyLlama(7).write(model).is_ok();
+  }
+};
+
 // End to end on a tiny F32 model: planned and saved at the first load, read at the second (no
 // timing), an altered file rejected in one line naming it and replaced; off and other backends
 // have no plan. The planned model gives the unplanned one's logits bitwise.
 TEST(KernelPlanFile, LoadPlansSavesReadsAndRejects) {
   if (kernels::detect_isa() < kernels::Isa::kAvx2) GTEST_SKIP() << "no SIMD kernels: nothing to plan";
-  const std::string dir = ::testing::TempDir() + "dspark_plan_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string model = dir + "/tiny.gguf", file = dir + "/tiny.plan";
-  ASSERT_TRUE(dspark::testing::TinyLlama(7).write(model).is_ok());
+  const TinyPlanDir t("dspark_plan_test");
+  ASSERT_TRUE(t.ok);
+  const std::string &dir = t.dir, &model = t.model, &file = t.file;
   std::vector<std::string> notes;  // what target_backend reports (a verb prints each on stderr)
   // Saved whatever else runs on the test machine (the quiet-machine rule has its own test below).
   const BackendFlags flags{"", file, 2, 32, [&notes](const std::string& n) { notes.push_back(n); }, 1e9};
@@ -185,11 +195,9 @@ TEST(KernelPlanFile, LoadPlansSavesReadsAndRejects) {
 // this start, is not saved, says so in one note, and the next start plans again.
 TEST(KernelPlanFile, PlanTimedOnABusyMachineIsNotSaved) {
   if (kernels::detect_isa() < kernels::Isa::kAvx2) GTEST_SKIP() << "no SIMD kernels: nothing to plan";
-  const std::string dir = ::testing::TempDir() + "dspark_plan_busy_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string model = dir + "/tiny.gguf", file = dir + "/tiny.plan";
-  ASSERT_TRUE(dspark::testing::TinyLlama(7).write(model).is_ok());
+  const TinyPlanDir t("dspark_plan_busy_test");
+  ASSERT_TRUE(t.ok);
+  const std::string &dir = t.dir, &model = t.model, &file = t.file;
   std::vector<std::string> notes;
   const BackendFlags busy{"", file, 2, 32, [&notes](const std::string& n) { notes.push_back(n); }, -1.0};
   for (int start = 0; start < 2; ++start) {
