@@ -4,6 +4,16 @@ flags), rounds of C concurrent streamed chat requests (Spec-Bench dev first turn
 --max-tokens), the arms taking turns round by round in a rotating order on the same prompts.
 The first arm is the baseline.
 
+Two ways to load a server with C clients:
+- rounds (default): C requests start together and the round ends when the last one does; the
+  next round starts then. Every round ends with the slowest request running alone, so a server
+  whose requests finish at different times (speculation: acceptance varies by text) idles slots
+  at every round's end.
+- --block N: a round is a block of N requests (N >= C) served by C clients, each sending its next
+  request as soon as its last one finished, as a pool of C users does (vLLM's benchmark
+  --max-concurrency); the block ends when its last request does, so only its end runs short of
+  requests. The arms take turns block by block on the same N prompts.
+
 Per arm: aggregate tok/s (tokens / wall time of its rounds), the ratio to the baseline, the median
 of the per-round speed ratios, median TTFT; then each server's /stats: the scheduler thread's time
 by phase (batching.plan_ms / forward_ms / finish_ms / batch_ms / step_ms, and step_ms split into job
@@ -11,7 +21,7 @@ starts, prefill chunks and lone rounds), the batch gate per batch
 size, the prompt cache's copy time, tau and the governor's rounds by reason. Use it to compare two
 builds (binary A vs binary B) or two flag sets at once.
 
-Usage: python3 bench/bench_serve_arms.py --model MODEL.gguf [--rounds 8] [--concurrency 4] [--distinct N]
+Usage: python3 bench/bench_serve_arms.py --model MODEL.gguf [--rounds 8] [--concurrency 4] [--block N] [--distinct N]
        --arm serial=build/release/dspark:--no-spec --arm spec=build/release/dspark [--arm NAME=BIN[:FLAGS]]
 Needs nothing beyond the standard library.
 """
@@ -48,6 +58,10 @@ def main():
     ap.add_argument("--parallel", type=int, default=4, help="--parallel of every server")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--block", type=int, default=0,
+                    help="each round a block of N requests served by --concurrency clients that each send "
+                         "their next request when the last one ends (0: rounds of --concurrency requests "
+                         "started together)")
     ap.add_argument("--distinct", type=int, default=0,
                     help="draw the requests from the first N prompts only, so each is asked again every N "
                          "requests (repeated questions: what the answer cache is for); 0 = all 240")
@@ -64,6 +78,9 @@ def main():
         arms.append((name, binary, flags.split()))
     if len(arms) < 2:
         raise SystemExit("bench_serve_arms: give at least two --arm")
+    if args.concurrency < 1 or args.block < 0 or (args.block and args.block < args.concurrency):
+        raise SystemExit("bench_serve_arms: --concurrency must be >= 1 and --block 0 or >= --concurrency")
+    n_req = args.block or args.concurrency  # requests per round
     srv, model = {}, None
     try:
         for name, binary, extra in arms:
@@ -79,11 +96,18 @@ def main():
             for k in range(len(arms)):
                 name = arms[(r + k) % len(arms)][0]
                 port = srv[name][1]
-                batch = [prompts[(pi + j) % len(prompts)] for j in range(args.concurrency)]
-                out = [None] * args.concurrency
+                batch = [prompts[(pi + j) % len(prompts)] for j in range(n_req)]
+                out = [None] * n_req
+                nxt = iter(range(n_req))  # the requests not yet sent, in order
+                lock = threading.Lock()
 
-                def run(j, port=port, batch=batch, out=out):
-                    out[j] = stream_chat(port, model, [{"role": "user", "content": batch[j]}], args.max_tokens, None)
+                def run(_, port=port, batch=batch, out=out, nxt=nxt, lock=lock):
+                    while True:  # one client: its next request as soon as its last one ended
+                        with lock:
+                            j = next(nxt, None)
+                        if j is None:
+                            return
+                        out[j] = stream_chat(port, model, [{"role": "user", "content": batch[j]}], args.max_tokens, None)
                 t0 = time.time()
                 ths = [threading.Thread(target=run, args=(j,)) for j in range(args.concurrency)]
                 for t in ths:
@@ -92,13 +116,16 @@ def main():
                     t.join()
                 res[name].append({"wall_s": time.time() - t0, "tokens": sum(o[2] for o in out),
                                   "ttft_s": [o[0] for o in out]})
-            pi += args.concurrency
+            pi += n_req
             print(f"\rround {r + 1}/{args.rounds}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
         base = arms[0][0]
         rate = {n: sum(x["tokens"] for x in v) / sum(x["wall_s"] for x in v) for n, v in res.items()}
         out_json = {"settings": vars(args), "arms": {}}
-        print(f"## {len(arms)} servers, {args.rounds} rounds of {args.concurrency} concurrent requests, "
+        load = (f"{args.rounds} blocks of {args.block} requests from {args.concurrency} clients (each sends its next "
+                f"request when its last one ends)" if args.block else
+                f"{args.rounds} rounds of {args.concurrency} concurrent requests")
+        print(f"## {len(arms)} servers, {load}, "
               f"{args.max_tokens} tokens, T 0, --parallel {args.parallel}, --threads {args.threads}\n")
         print(f"| arm | aggregate tok/s | vs {base} | per-round ratio (median) | TTFT median s |\n|---|---:|---:|---:|---:|")
         for name, _, _ in arms:
