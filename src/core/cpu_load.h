@@ -27,7 +27,7 @@ double other_cpus(const MachineCpuTicks& before, const MachineCpuTicks& after, d
 class OtherLoad {
  public:
   OtherLoad();  // the first reading
-  std::optional<double> cpus() const;  // CPUs' worth used by other processes (and steal) since
+  std::optional<double> cpus() const;  // CPUs' worth other processes (and steal) used since the first reading
  private:
   std::optional<MachineCpuTicks> machine_;
   double own_s_ = 0, wall_s_ = 0;
