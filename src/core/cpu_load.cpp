@@ -27,8 +27,7 @@ std::optional<MachineCpuTicks> parse_proc_stat(std::string_view text) {
   }
   if (got < 4) return std::nullopt;  // kernels before 2.6 had only user nice system idle
   MachineCpuTicks t;
-  t.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-  t.total = t.busy + v[3] + v[4];
+  t.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];  // idle (v[3]) and iowait (v[4]) are not busy
   return t;
 }
 

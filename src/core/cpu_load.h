@@ -9,10 +9,10 @@
 
 namespace dspark {
 
-// The machine's CPU time in clock ticks: busy = user + nice + system + irq + softirq + steal (steal:
-// time the hypervisor gave this VM's CPUs to others), total = busy + idle + iowait.
+// The machine's busy CPU time in clock ticks: user + nice + system + irq + softirq + steal (steal: time
+// the hypervisor gave this VM's CPUs to others).
 struct MachineCpuTicks {
-  uint64_t busy = 0, total = 0;
+  uint64_t busy = 0;
 };
 
 // The "cpu " line of /proc/stat's text; nullopt when it has none or it is malformed.

@@ -71,8 +71,8 @@ struct BackendFlags {
   std::optional<double> max_other_cpus;
 };
 
-// A quarter of a CPU: an idle Debian VM's daemons use ~0.01; a compiler or a second engine on a 2-core
-// machine, ~1. A plan timed beside them can pick a slower path for good (a plan made while other
+// A quarter of a CPU: on a 2-core AMD Zen 4 VM the rest of an idle machine read 0.00-0.01 CPUs while a
+// plan was timed, and two busy shell loops beside it 1.12. A plan timed beside them can pick a slower path for good (a plan made while other
 // tenants loaded a KVM Xeon chose the unpacked AVX2 kernel for the LM head at 1 token, and decode ran
 // 341 tok/s against 403 with the plan off).
 inline constexpr double kPlanQuietOtherCpus = 0.25;

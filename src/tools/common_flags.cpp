@@ -22,7 +22,7 @@ void add_backend_flag(Args& args, std::string* backend, std::string* kernel_plan
     args.add("--kernel-plan", kernel_plan,
              "auto|off|FILE: on the auto CPU backend, run each weight type at each token count on the matmul path\n"
              "timed fastest on this CPU (planned at the first load, about a second; kept under the cache dir,\n"
-             "or in FILE); off = the fixed rule");
+             "or in FILE, when other processes left the CPUs idle while it was timed); off = the fixed rule");
 }
 
 void add_verbose_flag(Args& args, bool* verbose) {
