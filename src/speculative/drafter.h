@@ -55,7 +55,15 @@ struct DraftResult {
   // do not pay at its verify costs). Empty: a chain.
   std::vector<int32_t> parent;
   int chain = 0;                           // with parent: the first branch's length
-  void clear() { tokens.clear(); q.clear(); confidence.clear(); parent.clear(); chain = 0; }
+  int draft_class = -1;                    // the draft's class (Drafter::class_priors), -1: none
+  void clear() {
+    tokens.clear();
+    q.clear();
+    confidence.clear();
+    parent.clear();
+    chain = 0;
+    draft_class = -1;
+  }
 };
 
 class Drafter {
@@ -97,6 +105,13 @@ class Drafter {
   static constexpr int kMaxSureGamma = 16;
   // A token tree's tokens at most (chain and branches; DraftResult::parent).
   static constexpr int kMaxTreeTokens = 16;
+  // Draft classes: a drafter that can tell its drafts apart by how likely the target is to take
+  // them (a lookup's match length, an index draft's share) puts each greedy draft in one of
+  // class_priors().size() classes (DraftResult::draft_class), and the governor learns each class's
+  // acceptance on its own (speculative/governor.h, "By class"). class_priors()[c]: a class-c
+  // token's acceptance, given the draft's tokens before it were accepted, before any is seen.
+  // Empty: no classes (one estimate for every draft).
+  virtual std::vector<double> class_priors() const { return {}; }
   // Drafter-specific counters for the request's telemetry (empty object if none).
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };

@@ -6,18 +6,27 @@
 
 namespace dspark::speculative {
 
-std::vector<int32_t> ngram_lookup(std::span<const int32_t> seq, const NgramConfig& cfg, int max_n) {
+NgramMatch ngram_match(std::span<const int32_t> seq, const NgramConfig& cfg, int extent_cap) {
   const int64_t len = (int64_t)seq.size();
-  for (int n = std::min<int64_t>(cfg.max_ngram, len - 1); n >= cfg.min_ngram; --n) {
+  for (int n = (int)std::min<int64_t>(cfg.max_ngram, len - 1); n >= cfg.min_ngram; --n) {
     const int32_t* suffix = seq.data() + len - n;
     // Latest start s < len - n whose n tokens equal the suffix.
     for (int64_t s = len - n - 1; s >= 0; --s) {
       if (!std::equal(suffix, suffix + n, seq.data() + s)) continue;
-      const int64_t from = s + n, to = std::min<int64_t>(len, from + max_n);
-      return std::vector<int32_t>(seq.begin() + from, seq.begin() + to);
+      int extent = n;  // seq[s - 1 - k] against seq[len - n - 1 - k]
+      while (extent < extent_cap && s - 1 - (extent - n) >= 0 && seq[s - 1 - (extent - n)] == seq[len - 1 - extent])
+        ++extent;
+      return {s + n, n, extent};
     }
   }
   return {};
+}
+
+std::vector<int32_t> ngram_lookup(std::span<const int32_t> seq, const NgramConfig& cfg, int max_n) {
+  const NgramMatch m = ngram_match(seq, cfg);
+  if (m.from < 0) return {};
+  const int64_t to = std::min<int64_t>((int64_t)seq.size(), m.from + max_n);
+  return std::vector<int32_t>(seq.begin() + m.from, seq.begin() + to);
 }
 
 Status LookupDrafterBase::begin(std::span<const int32_t> prompt, const TapRows&) {
@@ -31,6 +40,7 @@ Status LookupDrafterBase::draft(const DraftRequest& req, DraftResult* out) {
   history_.push_back(req.pending);  // temporarily: the lookup runs over history + pending
   greedy_ = req.sampler.temperature <= 0;
   propose(history_, req.max_n, &out->tokens);
+  if (greedy_ && !out->tokens.empty()) out->draft_class = last_class();
   if (req.tree_ok && greedy_ && !out->tokens.empty()) branch(history_, req.max_n, out);
   history_.pop_back();
   if (req.sampler.temperature > 0)

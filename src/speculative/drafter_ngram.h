@@ -16,6 +16,16 @@ struct NgramConfig {
 // match of the suffix of `seq` of length n, trying n = max_ngram..min_ngram; empty if none.
 std::vector<int32_t> ngram_lookup(std::span<const int32_t> seq, const NgramConfig& cfg, int max_n);
 
+// The match ngram_lookup continues: its continuation starts at seq[from] (from = -1: no match) and
+// its n tokens equal seq's last n. `extent`: how many tokens agree going back from there, n
+// included, counted up to extent_cap (n when extent_cap <= n): a longer agreement, a likelier copy.
+struct NgramMatch {
+  int64_t from = -1;
+  int n = 0;
+  int extent = 0;
+};
+NgramMatch ngram_match(std::span<const int32_t> seq, const NgramConfig& cfg, int extent_cap = 0);
+
 // The round protocol of a weightless drafter (ngram, suffix) around a pure proposer: keeps the
 // committed history, proposes from history + pending, one-hot q at T > 0.
 class LookupDrafterBase : public Drafter {
@@ -30,6 +40,8 @@ class LookupDrafterBase : public Drafter {
   virtual void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) = 0;
   // The last draft's round committed `accepted` of its tokens (after the pending one).
   virtual void on_commit(int64_t accepted) {}
+  // The class of the draft propose() just made (Drafter::class_priors), -1: none.
+  virtual int last_class() const { return -1; }
   // A round that can verify a token tree (DraftRequest::tree_ok, greedy): `out` holds propose()'s
   // chain; a drafter configured for trees adds branches (DraftResult::parent). Default: none.
   virtual void branch(std::span<const int32_t> seq, int max_n, DraftResult* out) { (void)seq, (void)max_n, (void)out; }

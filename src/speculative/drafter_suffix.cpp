@@ -4,22 +4,69 @@
 
 namespace dspark::speculative {
 
+namespace {
+
+// The continuation of a lookup match, at most max_n tokens.
+void continuation(std::span<const int32_t> seq, const NgramMatch& m, int max_n, std::vector<int32_t>* out) {
+  const int64_t to = std::min<int64_t>((int64_t)seq.size(), m.from + max_n);
+  out->assign(seq.begin() + m.from, seq.begin() + to);
+}
+
+}  // namespace
+
 SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index, const SuffixDrafterConfig& cfg,
-                          int max_n, std::vector<int32_t>* out, const AnswerCache* answers) {
+                          int max_n, std::vector<int32_t>* out, const AnswerCache* answers, SuffixDraftInfo* info) {
   out->clear();
+  SuffixDraftInfo scratch;
+  if (!info) info = &scratch;
+  *info = {};
   if (max_n <= 0) return SuffixSource::kNone;
-  *out = ngram_lookup(seq, {.max_ngram = cfg.lookup_max_ngram, .min_ngram = SuffixDrafterConfig::kLookupMinMatch},
-                      max_n);
-  if (!out->empty()) return SuffixSource::kLookup;
+  const NgramConfig lookup{.max_ngram = cfg.lookup_max_ngram, .min_ngram = SuffixDrafterConfig::kLookupMinMatch};
+  if (const NgramMatch m = ngram_match(seq, lookup, kLookupExtentCap); m.from >= 0) {
+    continuation(seq, m, max_n, out);
+    info->match = m.extent;
+    return SuffixSource::kLookup;
+  }
   if (answers && answers->propose(seq, max_n, out) > 0) return SuffixSource::kCache;
-  *out = index.propose(seq, cfg.query, max_n).tokens;
-  if (!out->empty()) return SuffixSource::kIndex;
-  *out = ngram_lookup(seq, {.max_ngram = 1, .min_ngram = 1}, max_n);
-  return out->empty() ? SuffixSource::kNone : SuffixSource::kLookupOne;
+  const SuffixProposal p = index.propose(seq, cfg.query, max_n);
+  if (!p.tokens.empty()) {
+    *out = p.tokens;
+    info->context_len = p.context_len;
+    info->share = p.context_count > 0 ? (double)p.support[0] / (double)p.context_count : 0.0;
+    return SuffixSource::kIndex;
+  }
+  if (const NgramMatch m = ngram_match(seq, {.max_ngram = 1, .min_ngram = 1}); m.from >= 0) {
+    continuation(seq, m, max_n, out);
+    info->match = 1;
+    return SuffixSource::kLookupOne;
+  }
+  return SuffixSource::kNone;
+}
+
+int suffix_class(SuffixSource source, const SuffixDraftInfo& info) {
+  using C = SuffixClass;
+  C c;
+  switch (source) {
+    case SuffixSource::kNone: return -1;
+    case SuffixSource::kLookupOne: c = C::kLookupOne; break;
+    case SuffixSource::kCache: c = C::kCache; break;
+    case SuffixSource::kLookup:
+      c = info.match >= 10 ? C::kLookup10 : info.match >= 6 ? C::kLookup6 : info.match >= 4 ? C::kLookup4
+          : info.match >= 3 ? C::kLookup3 : C::kLookup2;
+      break;
+    case SuffixSource::kIndex:
+      c = info.share < 0.3 ? C::kIndexLow : info.share < 0.6 ? C::kIndexMid : info.context_len >= 5 ? C::kIndexHigh5
+          : info.context_len >= 4 ? C::kIndexHigh4 : C::kIndexHigh2;
+      break;
+    default: return -1;
+  }
+  return (int)c;
 }
 
 void SuffixDrafter::propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) {
-  last_ = suffix_draft(seq, *index_, cfg_, max_n, out, greedy_ ? answers_ : nullptr);
+  SuffixDraftInfo info;
+  last_ = suffix_draft(seq, *index_, cfg_, max_n, out, greedy_ ? answers_ : nullptr, &info);
+  last_class_ = suffix_class(last_, info);
   ++rounds_[(int)last_];
   tokens_[(int)last_] += (int64_t)out->size();
 }
@@ -62,6 +109,11 @@ void SuffixDrafter::branch(std::span<const int32_t> seq, int max_n, DraftResult*
 void SuffixDrafter::on_commit(int64_t accepted) {
   accepted_[(int)last_] += accepted;
   last_ = SuffixSource::kNone;  // a plain round (no draft) commits nothing of any source
+}
+
+std::vector<double> SuffixDrafter::class_priors() const {
+  if (cfg_.tree_width > 0) return {};
+  return std::vector<double>(std::begin(kSuffixClassPriors), std::end(kSuffixClassPriors));
 }
 
 nlohmann::json SuffixDrafter::stats() const {

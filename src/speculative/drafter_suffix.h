@@ -31,10 +31,46 @@ struct SuffixDrafterConfig {
 // Which source a draft came from (stats(), and the pure function below for tests).
 enum class SuffixSource { kNone, kLookup, kIndex, kLookupOne, kCache };
 
+// What a draft's source saw, beside its tokens: what its class is made of.
+struct SuffixDraftInfo {
+  int match = 0;        // lookup: tokens that agree before the continuation (NgramMatch::extent, capped)
+  int context_len = 0;  // index: tokens of the matched context suffix
+  double share = 0;     // index: the share of the context's occurrences that continue with the first token
+};
+
 // One round's proposal for `seq` (the committed history + pending token): the source it used and
-// at most max_n tokens. `answers` may be null.
+// at most max_n tokens. `answers` and `info` may be null.
 SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index, const SuffixDrafterConfig& cfg,
-                          int max_n, std::vector<int32_t>* out, const AnswerCache* answers = nullptr);
+                          int max_n, std::vector<int32_t>* out, const AnswerCache* answers = nullptr,
+                          SuffixDraftInfo* info = nullptr);
+
+// Draft classes (Drafter::class_priors), by source and what it saw. A lookup is likelier right the
+// longer its match agrees; an index draft, the larger its first token's share and the longer the
+// context it matched.
+enum class SuffixClass : uint8_t {
+  kLookupOne,     // a 1-token match
+  kLookup2,       // 2 tokens
+  kLookup3,       // 3 tokens
+  kLookup4,       // 4-5
+  kLookup6,       // 6-9
+  kLookup10,      // 10 or more (kLookupExtentCap)
+  kCache,         // answers already served
+  kIndexLow,      // share < 0.3
+  kIndexMid,      // share < 0.6
+  kIndexHigh2,    // share >= 0.6, context of 2-3 tokens
+  kIndexHigh4,    // 4
+  kIndexHigh5,    // 5 or more
+  kCount
+};
+inline constexpr int kLookupExtentCap = 10;
+int suffix_class(SuffixSource source, const SuffixDraftInfo& info);  // -1 for kNone
+// Per class, a token's acceptance given the tokens before it were accepted, before the governor has
+// seen any: the first slot's, which is the lowest, as `dspark_suffix_replay` (bench/suffix_replay.cpp)
+// measured it on SmolLM2-135M-Instruct's greedy answers to 338 training prompts (prompt index % 50 ==
+// 25; 46,099 positions) with the index built from the other 19,374 answers. The answer cache's prior
+// is kCacheShare. The governor learns each class's own acceptance, slot by slot, from there.
+inline constexpr double kSuffixClassPriors[(int)SuffixClass::kCount] = {
+    0.35, 0.53, 0.63, 0.70, 0.80, 0.95, SuffixDrafterConfig::kCacheShare, 0.14, 0.31, 0.42, 0.59, 0.74};
 
 class SuffixDrafter : public LookupDrafterBase {
  public:
@@ -45,11 +81,15 @@ class SuffixDrafter : public LookupDrafterBase {
   // Per source: rounds, tokens proposed and accepted: {"lookup": {"rounds", "tokens", "accepted"}, "index": ...,
   // "lookup1": ..., "none": ..., "cache": ...}.
   nlohmann::json stats() const override;
+  // Its SuffixClass priors; none when configured for token trees (their branches carry their own
+  // estimates, DraftResult::confidence).
+  std::vector<double> class_priors() const override;
 
  protected:
   void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) override;
   void on_commit(int64_t accepted) override;
   void branch(std::span<const int32_t> seq, int max_n, DraftResult* out) override;
+  int last_class() const override { return last_class_; }
 
  private:
   std::shared_ptr<const SuffixIndex> index_;
@@ -57,6 +97,7 @@ class SuffixDrafter : public LookupDrafterBase {
   static constexpr int kSources = 5;
   int64_t rounds_[kSources] = {}, tokens_[kSources] = {}, accepted_[kSources] = {};  // per SuffixSource
   SuffixSource last_ = SuffixSource::kNone;  // the source of the draft the next commit settles
+  int last_class_ = -1;                      // its class
 };
 
 }  // namespace dspark::speculative

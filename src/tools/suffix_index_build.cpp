@@ -47,6 +47,8 @@ Result<std::string> unxz_to_temp(const std::string& path) {
   return tmpl;
 }
 
+}  // namespace
+
 Result<train::IdsFile> read_ids_any(const std::string& path, int64_t n_vocab) {
   if (!fs::is_regular_file(path)) return Status::error(path + ": no such ids file");
   if (path.size() < 3 || path.compare(path.size() - 3, 3, ".xz") != 0) return train::read_ids_file(path, n_vocab);
@@ -57,6 +59,8 @@ Result<train::IdsFile> read_ids_any(const std::string& path, int64_t n_vocab) {
   if (!f) return Status::error(path + " (decompressed): " + f.message());
   return f;
 }
+
+namespace {
 
 std::string file_sha256_impl(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "runtime/loaded_model.h"
+#include "train/regen_ids.h"
 
 namespace dspark::tools {
 
@@ -23,6 +24,9 @@ struct SuffixIndexBuild {
 // an ids file's (missing, not an ids file, another vocabulary), not the writing's.
 Result<SuffixIndexBuild> build_suffix_index(const std::vector<std::string>& ids_paths, const runtime::LoadedModel& lm,
                                             bool with_prompts, const std::string& out, bool* bad_input = nullptr);
+
+// An ids file (dspark-regen-ids-v1), a .xz one decompressed with the xz tool first.
+Result<train::IdsFile> read_ids_any(const std::string& path, int64_t n_vocab);
 
 // SHA-256 of a file, hex ("" if it cannot be read).
 std::string file_sha256(const std::string& path);

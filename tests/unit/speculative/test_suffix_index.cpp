@@ -207,6 +207,28 @@ TEST(SuffixDrafter, OwnContextFirstThenTheIndexThenOneTokenLookup) {
   EXPECT_EQ(out, (std::vector<int32_t>{14, 15, 13}));
   EXPECT_EQ(suffix_draft(std::vector<int32_t>{13, 14}, *ix, cfg, 4, &out), SuffixSource::kNone);
   EXPECT_TRUE(out.empty());
+  // What each source saw, and the class it makes (Drafter::class_priors).
+  SuffixDraftInfo info;
+  EXPECT_EQ(suffix_draft(std::vector<int32_t>{9, 10, 11, 12, 7, 9, 10, 11, 12}, *ix, cfg, 4, &out, nullptr, &info),
+            SuffixSource::kLookup);
+  EXPECT_EQ(info.match, 4);  // "9 10 11 12" agrees: 4 tokens
+  EXPECT_EQ(suffix_class(SuffixSource::kLookup, info), (int)SuffixClass::kLookup4);
+  EXPECT_EQ(suffix_draft(std::vector<int32_t>{12, 2, 3}, *ix, cfg, 4, &out, nullptr, &info), SuffixSource::kIndex);
+  EXPECT_EQ(info.context_len, 2);
+  EXPECT_GT(info.share, 0.0);
+  EXPECT_LE(info.share, 1.0);
+  EXPECT_EQ(suffix_class(SuffixSource::kLookup, {.match = 2}), (int)SuffixClass::kLookup2);
+  EXPECT_EQ(suffix_class(SuffixSource::kLookup, {.match = 12}), (int)SuffixClass::kLookup10);
+  EXPECT_EQ(suffix_class(SuffixSource::kIndex, {.context_len = 6, .share = 0.2}), (int)SuffixClass::kIndexLow);
+  EXPECT_EQ(suffix_class(SuffixSource::kIndex, {.context_len = 6, .share = 0.5}), (int)SuffixClass::kIndexMid);
+  EXPECT_EQ(suffix_class(SuffixSource::kIndex, {.context_len = 3, .share = 0.9}), (int)SuffixClass::kIndexHigh2);
+  EXPECT_EQ(suffix_class(SuffixSource::kIndex, {.context_len = 4, .share = 0.9}), (int)SuffixClass::kIndexHigh4);
+  EXPECT_EQ(suffix_class(SuffixSource::kIndex, {.context_len = 8, .share = 0.9}), (int)SuffixClass::kIndexHigh5);
+  EXPECT_EQ(suffix_class(SuffixSource::kNone, {}), -1);
+  EXPECT_EQ(SuffixDrafter(ix).class_priors().size(), (size_t)SuffixClass::kCount);
+  SuffixDrafterConfig tree_cfg;
+  tree_cfg.tree_width = 2;
+  EXPECT_TRUE(SuffixDrafter(ix, tree_cfg).class_priors().empty()) << "trees carry their own estimates";
   // The drafter: q one-hot at T > 0, stats per source, accepted counted at commit.
   SuffixDrafter d(ix);
   ASSERT_TRUE(d.begin(std::vector<int32_t>{12, 2}, {}));

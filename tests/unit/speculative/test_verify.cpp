@@ -71,6 +71,23 @@ TEST(Ngram, LatestLongestMatch) {
   EXPECT_EQ(ngram_lookup(short_match, cfg, 2), (std::vector<int32_t>{8, 6}));
 }
 
+// The match's extent: how far back the agreement goes (the latest match, not the longest).
+TEST(Ngram, MatchExtent) {
+  // The latest "2 3 4" before the end starts at 8 (its continuation at 11). The token before it, 1,
+  // equals the one before the final "2 3 4"; the one before that (8 against 5) does not: extent 4.
+  const std::vector<int32_t> seq = {7, 1, 2, 3, 4, 9, 8, 1, 2, 3, 4, 5, 1, 2, 3, 4};
+  const NgramMatch m = ngram_match(seq, {3, 2}, 16);
+  EXPECT_EQ(m.from, 11);
+  EXPECT_EQ(m.n, 3);
+  EXPECT_EQ(m.extent, 4);
+  EXPECT_EQ(ngram_match(seq, {3, 2}, 0).extent, 3) << "a cap at or below n counts n";
+  EXPECT_EQ(ngram_match(seq, {3, 2}, 4).extent, 4);
+  // Agreement to the start of the sequence: [1 2 3 4 | 1 2 3 4] -> the match at 1, extent 3 + 1.
+  const std::vector<int32_t> rep = {1, 2, 3, 4, 1, 2, 3, 4};
+  EXPECT_EQ(ngram_match(rep, {3, 2}, 16).extent, 4);
+  EXPECT_EQ(ngram_match(std::vector<int32_t>{1, 2, 3}, {3, 2}, 16).from, -1);
+}
+
 TEST(Ngram, DrafterTracksHistory) {
   NgramDrafter d;
   const std::vector<int32_t> prompt = {10, 11, 12, 10};
