@@ -276,6 +276,7 @@ Result<DrafterBundle> make_drafter(const speculative::SpecConfig& c, const Draft
     auto b = k.open(c, rt, target, pool);
     if (b) {
       b->governor.enabled = c.governor;
+      b->governor.by_class = c.governor_by_class;
       b->governor.verify_ms = rt.verify_ms;
     }
     return b;

@@ -15,6 +15,8 @@ const char* governor_reason_name(GovernorReason r) {
     case GovernorReason::kProbePlain: return "probe_plain";
     case GovernorReason::kBatchPlain: return "batch_plain";
     case GovernorReason::kSure: return "sure";
+    case GovernorReason::kClassDraft: return "class_draft";
+    case GovernorReason::kClassPlain: return "class_plain";
     case GovernorReason::kCount: break;
   }
   return "unknown";
@@ -115,6 +117,44 @@ double Governor::draft_rate(int L) const {
   window += p_len * verify_cost(L + 1);  // d >= L: the window holds L drafts
   const double cost = (cfg_.deterministic ? cfg_.draft_ms : draft_.v) + window + (cfg_.deterministic ? 0.0 : rest_.v);
   return cost > 0 ? tokens / cost : 0;
+}
+
+void Governor::use_classes(const std::vector<double>& priors) {
+  if (priors == priors_) return;
+  priors_ = priors;
+  cls_acc_.assign(priors_.size(), std::vector<Counts>((size_t)gamma_ + 1));
+}
+
+double Governor::class_rate(int cls, int L) const {
+  if (cls < 0 || cls >= (int)priors_.size() || L < 1 || L > gamma_) return 0;
+  const std::vector<Counts>& c = cls_acc_[(size_t)cls];
+  const double p = priors_[(size_t)cls];
+  double p_acc = 1.0, tokens = 1.0;
+  for (int i = 1; i <= L; ++i) {
+    p_acc *= (c[(size_t)i].s + kClassPriorWeight * p) / (c[(size_t)i].n + kClassPriorWeight);
+    tokens += p_acc;
+  }
+  const double cost = verify_cost(L + 1) + rest_.v;
+  return cost > 0 ? tokens / cost : 0;
+}
+
+Governor::Decision Governor::cut(const Decision& decided, int cls, int drafted) {
+  if (!by_class() || cls < 0 || cls >= (int)priors_.size() ||
+      (decided.reason != GovernorReason::kDraft && decided.reason != GovernorReason::kPlain))
+    return decided;
+  int b = 0;
+  double r = plain_rate();
+  for (int L = 1; L <= std::min(drafted, gamma_); ++L)
+    if (const double x = class_rate(cls, L); x > r) {
+      r = x;
+      b = L;
+    }
+  const Decision d{b, b > 0 ? GovernorReason::kClassDraft : GovernorReason::kClassPlain};
+  --stats_.rounds[(size_t)decided.reason];
+  --(decided.gamma > 0 ? stats_.drafting_rounds : stats_.plain_rounds);
+  ++stats_.rounds[(size_t)d.reason];
+  ++(d.gamma > 0 ? stats_.drafting_rounds : stats_.plain_rounds);
+  return d;
 }
 
 int Governor::best(int max_n) const {
@@ -240,6 +280,13 @@ void Governor::observe(const RoundObservation& o) {
     if (d >= i - 1) len_[(size_t)i].add(d >= i ? 1.0 : 0.0, aa);
     if (acc >= i - 1) acc_[(size_t)i].add(acc >= i ? 1.0 : 0.0, aa);
   }
+  // By class: slot i of this class's drafts, where it was drafted and slots < i were accepted.
+  if (o.cls >= 0 && o.cls < (int)cls_acc_.size())
+    for (int i = 1; i <= std::min(d, acc + 1); ++i) {
+      Counts& c = cls_acc_[(size_t)o.cls][(size_t)i];
+      c.n = c.n * kClassDecay + 1.0;
+      c.s = c.s * kClassDecay + (acc >= i ? 1.0 : 0.0);
+    }
 }
 
 nlohmann::json Governor::estimates() const {

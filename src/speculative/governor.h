@@ -31,6 +31,18 @@
 // from constants only (`deterministic`: V from the table, the drafter's cost a constant), so a
 // seeded request drafts, and therefore samples, the same way every time.
 //
+// By class (GovernorConfig::by_class; greedy requests of a drafter with draft classes,
+// Drafter::class_priors): the slot estimates above are one mixture of very different drafts. A
+// prompt-lookup copy of a 10-token match is taken ~95 % of the time, a suffix-index guess whose
+// context continues two ways ~15 %. Such a drafter drafts first, up to the room the budget allows,
+// and names the draft's class c; the governor keeps per class and slot
+//       a_c,i = (s + W p_c) / (n + W)     n, s: drafted and accepted counts (decayed, so the text
+//                                         can move them), p_c: the drafter's prior, W = kClassPriorWeight
+// and the round keeps the prefix L of the d tokens drafted (0 = a plain step) that maximises
+//       (1 + Σ_{i<=L} Π_{j<=i} a_c,j) / (V(1 + L) + rest ms)   against 1 / c0
+// (the draft's own cost is spent either way). Only the rate-based decisions (kDraft, kPlain) are
+// re-decided this way; warm-up rounds and probes keep theirs, and their outcomes teach the classes too.
+//
 // Batched verify (the server's forward_multi over several slots): the caller charges each slot
 // its share of a draft-free forward plus what its draft rows add at the margin
 // (serve/batch_cost.h, through SpecStepper::finish_round), so plain steps and drafts are weighed
@@ -56,6 +68,8 @@ enum class GovernorReason : uint8_t {
   kProbePlain,  // exploration: a plain round to refresh its cost
   kBatchPlain,  // the server's batch gate held every slot of a batched round to a plain step
   kSure,        // a plain decision overridden by a draft the drafter is sure of (a long copy, Drafter::sure_drafts)
+  kClassDraft,  // by class: the draft's class says this prefix of it pays best
+  kClassPlain,  // by class: the draft's class says a plain step pays best (the draft is dropped)
   kCount
 };
 const char* governor_reason_name(GovernorReason r);
@@ -77,7 +91,14 @@ struct GovernorConfig {
   double switch_margin = 0.05;    // drafting -> plain only when plain is estimated this much faster
   double enter_margin = 0.05;     // plain -> drafting only when drafting is estimated this much faster
   double gamma_margin = 0.03;     // the longest gamma within this of the best gamma's rate is taken
+  // Greedy rounds of a drafter with draft classes keep the prefix of their draft that pays best at
+  // the class's own acceptance (above, "By class"); false: one estimate for every draft
+  // (`draft-governor=pooled`, the ablation arm).
+  bool by_class = true;
 };
+
+inline constexpr double kClassPriorWeight = 4;  // W: a class prior counts as this many drafted tokens
+inline constexpr double kClassDecay = 1.0 - 1.0 / 64;  // per observation of a class slot: ~64 remembered
 
 // One finished round, as the stepper saw it.
 struct RoundObservation {
@@ -86,6 +107,7 @@ struct RoundObservation {
   int accepted = 0;    // of them accepted
   int window = 0;      // rows the verify forward held when more than drafted + 1 (a token tree), else 0
   double draft_ms = 0, verify_ms = 0, rest_ms = 0;  // drafter call; target forward (its share); accept + commit
+  int cls = -1;        // the draft's class (DraftResult::draft_class) when the governor is by class, else -1
 };
 
 // Rounds by reason; plain + drafting = all rounds of the generation(s).
@@ -127,6 +149,15 @@ class Governor {
   // is not observe()d, so such rounds do not colour the estimates of ordinary drafting. A gamma not
   // above the decided one changes nothing.
   Decision sure(const Decision& decided, int gamma);
+  // By class: the drafter's priors (Drafter::class_priors; empty: no classes). The same priors on a
+  // governor that served earlier requests keep what it learned of each class.
+  void use_classes(const std::vector<double>& priors);
+  bool by_class() const { return cfg_.enabled && cfg_.by_class && !cfg_.deterministic && !priors_.empty(); }
+  // The round decided last drafted `drafted` tokens of class `cls`, asked for up to the room rather
+  // than its gamma because by_class(): the prefix of them that pays best (gamma 0: a plain step),
+  // recounted under kClassDraft / kClassPlain. A decision other than kDraft / kPlain (warm-up, probes,
+  // limits), or an unknown class, is returned as it was.
+  Decision cut(const Decision& decided, int cls, int drafted);
   // The round decided last has finished.
   void observe(const RoundObservation& o);
 
@@ -135,6 +166,8 @@ class Governor {
   double draft_rate(int L) const;
   // The gamma with the highest estimated rate among those known, among 0..max_n.
   int best(int max_n) const;
+  // By class: tokens per ms of a class-`cls` draft cut to L tokens (its drafting cost left out).
+  double class_rate(int cls, int L) const;
   const GovernorStats& stats() const { return stats_; }
   nlohmann::json estimates() const;  // c0, V(n), rates (tests and debugging)
 
@@ -156,6 +189,11 @@ class Governor {
   Ema draft_;                      // drafter ms per drafting round
   std::vector<Ema> acc_;           // [gamma + 1] slot i drafted and accepted | slots < i were (index 0 unused)
   std::vector<Ema> len_;           // [gamma + 1] slot i drafted | slot i - 1 was
+  struct Counts {
+    double n = 0, s = 0;  // decayed: drafted, and of them accepted
+  };
+  std::vector<double> priors_;               // [classes] p_c
+  std::vector<std::vector<Counts>> cls_acc_;  // [classes][gamma + 1] slot i of a class-c draft, given slots < i accepted
   int64_t round_ = 0, drafting_obs_ = 0, last_plain_obs_ = 0;
   int plain_run_ = 0, backoff_ = 1, since_full_ = 0, probe_len_ = 1;
   bool probe_from_plain_ = false;  // it was a probe while plain decoding wins

@@ -113,13 +113,17 @@ const SpecKey kKeys[] = {
      [](const SpecConfig& c) { return std::string(draft_quant_name(c.quant)); },
      [](SpecConfig* c, const std::string& v) { return parse_draft_quant(v, &c->quant); }},
     {"draft-governor", "on (default): each round drafts the length, 0 = a plain step, that the tokens per ms\n"
-                       "measured in this request say pays best, with bounded exploration (docs/SPECULATION.md);\n"
-                       "off: every round drafts up to num-draft-tokens as the drafter decides",
-     [](const SpecConfig& c) { return std::string(c.governor ? "on" : "off"); },
+                       "measured in this request say pays best, with bounded exploration; where the drafter sorts its\n"
+                       "drafts into classes (draft-kind suffix: a lookup's match length, an index draft's share), a\n"
+                       "greedy round keeps the part of its draft that pays at its class's own acceptance\n"
+                       "(docs/SPECULATION.md); pooled: one acceptance estimate for every draft; off: every round\n"
+                       "drafts up to num-draft-tokens as the drafter decides",
+     [](const SpecConfig& c) { return std::string(!c.governor ? "off" : c.governor_by_class ? "on" : "pooled"); },
      [](SpecConfig* c, const std::string& v) {
        std::string s;
-       DSPARK_RETURN_IF_ERROR(one_of(v, {"on", "off"}, &s));
-       c->governor = s == "on";
+       DSPARK_RETURN_IF_ERROR(one_of(v, {"on", "pooled", "off"}, &s));
+       c->governor = s != "off";
+       if (c->governor) c->governor_by_class = s == "on";
        return Status::ok();
      }},
     {"suffix-index", "the suffix index over the target's own answers (a .sfx file made by dspark suffix-index build):\n"

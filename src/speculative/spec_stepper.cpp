@@ -90,6 +90,7 @@ Result<std::unique_ptr<SpecStepper>> SpecStepper::create(const model::Model& mod
     g.deterministic = g.deterministic || gp.sampler.temperature > 0.0f;
     if (opt.governor) s->gov_ = opt.governor;
     s->gov_->begin_request(g, params.gamma);
+    s->gov_->use_classes(drafter->class_priors());
   }
   s->res_.out.prompt_tokens = (int64_t)prompt.size();
   return s;
@@ -253,19 +254,25 @@ Status SpecStepper::draft_phase(bool may_draft, bool tree_ok) {
     if (sure) {
       decision_ = gov_->sure(decision_, (int)draft_.tokens.size());
     } else {
-      const int max_n = decision_.gamma;
+      // By class (speculative/governor.h): a greedy rate-based decision is taken after the draft,
+      // which asks for the whole room; the draft's class then says how much of it pays.
+      const bool by_class = gov_->by_class() && gp.sampler.temperature <= 0.0f &&
+                            (decision_.reason == GovernorReason::kDraft || decision_.reason == GovernorReason::kPlain);
+      const int max_n = by_class ? room : decision_.gamma;
       // A tree needs a greedy round of this sequence alone whose window rows carry no taps (a tap row
       // per window row would not be the committed branch's).
-      const bool tree = tree_ok && max_n > 0 && gp.sampler.temperature <= 0.0f && hist_->tap_ids.empty();
+      const bool tree =
+          !by_class && tree_ok && max_n > 0 && gp.sampler.temperature <= 0.0f && hist_->tap_ids.empty();
       DSPARK_RETURN_IF_ERROR(
           drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng(), false, tree}, &draft_));
+      if (by_class) decision_ = gov_->cut(decision_, draft_.draft_class, (int)draft_.tokens.size());
       if (!draft_.parent.empty()) {
         const int64_t room = std::min<int64_t>(session_.kv().max_batch() - 1, n_ctx - pos_ - 1);
         tree_expected_ = prune_tree(&draft_, params_.governor.verify_ms,
                                     (int)std::min<int64_t>(room, Drafter::kMaxTreeTokens), tree_calib_.scale())
                              .expected;
       }
-      if (draft_.parent.empty() && (int)draft_.tokens.size() > max_n) draft_.tokens.resize(max_n);
+      if (draft_.parent.empty() && (int)draft_.tokens.size() > decision_.gamma) draft_.tokens.resize(decision_.gamma);
     }
     res_.stats.governor = gov_->stats();
   }
@@ -318,7 +325,7 @@ Status SpecStepper::accept_tree_phase() {
   if (drafter_ && decision_.reason != GovernorReason::kSure)
     gov_->observe({.gamma = decision_.gamma, .drafted = chain, .accepted = std::min(k, chain),  // as a chain round
                    .window = rows, .draft_ms = round_draft_ms_, .verify_ms = round_verify_ms_,
-                   .rest_ms = accept_ms + commit_ms});
+                   .rest_ms = accept_ms + commit_ms, .cls = draft_.draft_class});
   if (stop) finish_text();
   return Status::ok();
 }
@@ -371,7 +378,8 @@ Status SpecStepper::accept_phase() {
   st.commit_ms += commit_ms;
   if (drafter_ && decision_.reason != GovernorReason::kSure)
     gov_->observe({.gamma = decision_.gamma, .drafted = d, .accepted = acc.n_accept, .draft_ms = round_draft_ms_,
-                  .verify_ms = round_verify_ms_, .rest_ms = accept_ms + commit_ms});
+                  .verify_ms = round_verify_ms_, .rest_ms = accept_ms + commit_ms,
+                  .cls = gov_->by_class() ? draft_.draft_class : -1});
   if (stop) finish_text();
   return Status::ok();
 }

@@ -30,6 +30,11 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   ASSERT_TRUE(back) << back.message();
   EXPECT_EQ(*back, c);
   EXPECT_EQ(spec_keys().size(), 11u);
+  auto pooled = parse_spec("draft-governor=pooled");  // the governor with one estimate for every draft
+  ASSERT_TRUE(pooled) << pooled.message();
+  EXPECT_TRUE(pooled->governor);
+  EXPECT_FALSE(pooled->governor_by_class);
+  EXPECT_TRUE(parse_spec("draft-governor=on")->governor_by_class);
   for (const char* sched : {"fixed", "cost", "cost-static", "cost-gated"}) {
     std::string text = "draft-model=m,draft-schedule=";
     text.append(sched);
