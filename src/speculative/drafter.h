@@ -106,7 +106,7 @@ class Drafter {
   // A token tree's tokens at most (chain and branches; DraftResult::parent).
   static constexpr int kMaxTreeTokens = 16;
   // Draft classes: a drafter that can tell its drafts apart by how likely the target is to take
-  // them (a lookup's match length, an index draft's share) puts each greedy draft in one of
+  // them (a lookup's match length, an index draft's share) puts each draft in one of
   // class_priors().size() classes (DraftResult::draft_class), and the governor learns each class's
   // acceptance on its own (speculative/governor.h, "By class"). class_priors()[c]: a class-c
   // token's acceptance, given the draft's tokens before it were accepted, before any is seen.

@@ -40,7 +40,7 @@ Status LookupDrafterBase::draft(const DraftRequest& req, DraftResult* out) {
   history_.push_back(req.pending);  // temporarily: the lookup runs over history + pending
   greedy_ = req.sampler.temperature <= 0;
   propose(history_, req.max_n, &out->tokens);
-  if (greedy_ && !out->tokens.empty()) out->draft_class = last_class();
+  if (!out->tokens.empty()) out->draft_class = last_class();
   if (req.tree_ok && greedy_ && !out->tokens.empty()) branch(history_, req.max_n, out);
   history_.pop_back();
   if (req.sampler.temperature > 0)

@@ -134,7 +134,7 @@ double Governor::class_rate(int cls, int L) const {
     p_acc *= (c[(size_t)i].s + kClassPriorWeight * p) / (c[(size_t)i].n + kClassPriorWeight);
     tokens += p_acc;
   }
-  const double cost = verify_cost(L + 1) + rest_.v;
+  const double cost = verify_cost(L + 1) + (cfg_.deterministic ? 0.0 : rest_.v);
   return cost > 0 ? tokens / cost : 0;
 }
 

@@ -31,17 +31,19 @@
 // from constants only (`deterministic`: V from the table, the drafter's cost a constant), so a
 // seeded request drafts, and therefore samples, the same way every time.
 //
-// By class (GovernorConfig::by_class; greedy requests of a drafter with draft classes,
-// Drafter::class_priors): the slot estimates above are one mixture of very different drafts. A
-// prompt-lookup copy of a 10-token match is taken ~95 % of the time, a suffix-index guess whose
-// context continues two ways ~15 %. Such a drafter drafts first, up to the room the budget allows,
+// By class (GovernorConfig::by_class; a drafter with draft classes, Drafter::class_priors): the
+// slot estimates above are one mixture of very different drafts. A prompt-lookup copy of a 10-token
+// match is taken ~95 % of the time, a suffix-index guess whose context continues several ways ~15 %. Such a drafter drafts first, up to the room the budget allows,
 // and names the draft's class c; the governor keeps per class and slot
 //       a_c,i = (s + W p_c) / (n + W)     n, s: drafted and accepted counts (decayed, so the text
 //                                         can move them), p_c: the drafter's prior, W = kClassPriorWeight
 // and the round keeps the prefix L of the d tokens drafted (0 = a plain step) that maximises
 //       (1 + Σ_{i<=L} Π_{j<=i} a_c,j) / (V(1 + L) + rest ms)   against 1 / c0
-// (the draft's own cost is spent either way). Only the rate-based decisions (kDraft, kPlain) are
-// re-decided this way; warm-up rounds and probes keep theirs, and their outcomes teach the classes too.
+// (the draft's own cost is spent either way; deciding from constants, V is the table and the rest 0).
+// Only the rate-based decisions (kDraft, kPlain) are re-decided this way; warm-up rounds and probes
+// keep theirs, and their outcomes teach the classes too. A sampled request's draft is a function of
+// its context, its cut one of the context and earlier rounds' outcomes, so neither looks at what the
+// target samples in this round: the rejection-sampling acceptance stays exact.
 //
 // Batched verify (the server's forward_multi over several slots): the caller charges each slot
 // its share of a draft-free forward plus what its draft rows add at the margin
@@ -91,7 +93,7 @@ struct GovernorConfig {
   double switch_margin = 0.05;    // drafting -> plain only when plain is estimated this much faster
   double enter_margin = 0.05;     // plain -> drafting only when drafting is estimated this much faster
   double gamma_margin = 0.03;     // the longest gamma within this of the best gamma's rate is taken
-  // Greedy rounds of a drafter with draft classes keep the prefix of their draft that pays best at
+  // Rounds of a drafter with draft classes keep the prefix of their draft that pays best at
   // the class's own acceptance (above, "By class"); false: one estimate for every draft
   // (`draft-governor=pooled`, the ablation arm).
   bool by_class = true;
@@ -152,7 +154,7 @@ class Governor {
   // By class: the drafter's priors (Drafter::class_priors; empty: no classes). The same priors on a
   // governor that served earlier requests keep what it learned of each class.
   void use_classes(const std::vector<double>& priors);
-  bool by_class() const { return cfg_.enabled && cfg_.by_class && !cfg_.deterministic && !priors_.empty(); }
+  bool by_class() const { return cfg_.enabled && cfg_.by_class && !priors_.empty(); }
   // The round decided last drafted `drafted` tokens of class `cls`, asked for up to the room rather
   // than its gamma because by_class(): the prefix of them that pays best (gamma 0: a plain step),
   // recounted under kClassDraft / kClassPlain. A decision other than kDraft / kPlain (warm-up, probes,

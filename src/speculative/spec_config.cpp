@@ -115,7 +115,7 @@ const SpecKey kKeys[] = {
     {"draft-governor", "on (default): each round drafts the length, 0 = a plain step, that the tokens per ms\n"
                        "measured in this request say pays best, with bounded exploration; where the drafter sorts its\n"
                        "drafts into classes (draft-kind suffix: a lookup's match length, an index draft's share), a\n"
-                       "greedy round keeps the part of its draft that pays at its class's own acceptance\n"
+                       "round keeps the part of its draft that pays at its class's own acceptance\n"
                        "(docs/SPECULATION.md); pooled: one acceptance estimate for every draft; off: every round\n"
                        "drafts up to num-draft-tokens as the drafter decides",
      [](const SpecConfig& c) { return std::string(!c.governor ? "off" : c.governor_by_class ? "on" : "pooled"); },

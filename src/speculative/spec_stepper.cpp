@@ -254,10 +254,10 @@ Status SpecStepper::draft_phase(bool may_draft, bool tree_ok) {
     if (sure) {
       decision_ = gov_->sure(decision_, (int)draft_.tokens.size());
     } else {
-      // By class (speculative/governor.h): a greedy rate-based decision is taken after the draft,
-      // which asks for the whole room; the draft's class then says how much of it pays.
-      const bool by_class = gov_->by_class() && gp.sampler.temperature <= 0.0f &&
-                            (decision_.reason == GovernorReason::kDraft || decision_.reason == GovernorReason::kPlain);
+      // By class (speculative/governor.h): a rate-based decision is taken after the draft, which asks
+      // for the whole room; the draft's class then says how much of it pays.
+      const bool by_class = gov_->by_class() && (decision_.reason == GovernorReason::kDraft ||
+                                                 decision_.reason == GovernorReason::kPlain);
       const int max_n = by_class ? room : decision_.gamma;
       // A tree needs a greedy round of this sequence alone whose window rows carry no taps (a tap row
       // per window row would not be the committed branch's).
@@ -272,7 +272,11 @@ Status SpecStepper::draft_phase(bool may_draft, bool tree_ok) {
                                     (int)std::min<int64_t>(room, Drafter::kMaxTreeTokens), tree_calib_.scale())
                              .expected;
       }
-      if (draft_.parent.empty() && (int)draft_.tokens.size() > decision_.gamma) draft_.tokens.resize(decision_.gamma);
+      if (draft_.parent.empty() && (int)draft_.tokens.size() > decision_.gamma) {
+        draft_.tokens.resize(decision_.gamma);
+        if (draft_.q.size() > draft_.tokens.size()) draft_.q.resize(draft_.tokens.size());
+        if (draft_.confidence.size() > draft_.tokens.size()) draft_.confidence.resize(draft_.tokens.size());
+      }
     }
     res_.stats.governor = gov_->stats();
   }
@@ -325,7 +329,7 @@ Status SpecStepper::accept_tree_phase() {
   if (drafter_ && decision_.reason != GovernorReason::kSure)
     gov_->observe({.gamma = decision_.gamma, .drafted = chain, .accepted = std::min(k, chain),  // as a chain round
                    .window = rows, .draft_ms = round_draft_ms_, .verify_ms = round_verify_ms_,
-                   .rest_ms = accept_ms + commit_ms, .cls = draft_.draft_class});
+                   .rest_ms = accept_ms + commit_ms, .cls = -1});  // trees are never by class
   if (stop) finish_text();
   return Status::ok();
 }

@@ -108,18 +108,25 @@ TEST(GovernorByClass, OnlyRateDecisionsAreCut) {
   EXPECT_EQ(g.stats().to_json()["rounds_by_reason"]["class_plain"].get<int64_t>(), 1);
 }
 
-// By class needs classes, the switch on, and a greedy (non-deterministic) governor; the same priors
-// on a later request keep what was learned, other priors start afresh.
+// By class needs classes and the switch on; deciding from constants (sampled requests) it weighs the
+// table's costs alone. The same priors on a later request keep what was learned, others start afresh.
 TEST(GovernorByClass, WhenItApplies) {
   Governor g(by_class_on(), 4);
   EXPECT_FALSE(g.by_class()) << "no classes";
   g.use_classes({0.5, 0.5});
   EXPECT_TRUE(g.by_class());
+  GovernorConfig pooled = by_class_on();
+  pooled.by_class = false;
+  Governor p(pooled, 4);
+  p.use_classes({0.5});
+  EXPECT_FALSE(p.by_class());
   GovernorConfig constants = by_class_on();
   constants.deterministic = true;  // sampled requests decide from constants only
   Governor k(constants, 4);
   k.use_classes({0.5});
-  EXPECT_FALSE(k.by_class());
+  EXPECT_TRUE(k.by_class());
+  k.observe({.gamma = 4, .drafted = 4, .accepted = 0, .draft_ms = 9, .verify_ms = 99, .rest_ms = 9, .cls = 0});
+  EXPECT_NEAR(k.class_rate(0, 1), (1.0 + 2.0 / 5.0) / verify(2), 1e-12) << "the table's V(2), no measured rest";
 
   ClassSim s(Governor(by_class_on(), 4));
   s.gov.use_classes({0.5, 0.5});

@@ -210,14 +210,43 @@ TEST_F(SpecTiny, DraftModelVocabularyMustMatch) {
   EXPECT_NE(speculative::check_same_vocab(*tok_, shorter).message().find("tokens"), std::string::npos);
 }
 
+// A drafter whose drafts come in two classes by the pending token's parity (Drafter::class_priors):
+// after an odd token class 0, which the governor by class keeps, else class 1, which it drops.
+class TwoClassDrafter : public speculative::Drafter {
+ public:
+  explicit TwoClassDrafter(speculative::Drafter& inner) : inner_(inner) {}
+  std::string kind() const override { return "two-class"; }
+  int max_gamma() const override { return inner_.max_gamma(); }
+  Status begin(std::span<const int32_t> prompt, const speculative::TapRows& taps) override {
+    return inner_.begin(prompt, taps);
+  }
+  Status draft(const speculative::DraftRequest& req, speculative::DraftResult* out) override {
+    DSPARK_RETURN_IF_ERROR(inner_.draft(req, out));
+    out->draft_class = req.pending % 2 == 1 ? 0 : 1;
+    return Status::ok();
+  }
+  Status commit(std::span<const int32_t> committed, int64_t pos, const speculative::TapRows& taps) override {
+    return inner_.commit(committed, pos, taps);
+  }
+  std::unique_ptr<speculative::Drafter> fork() const override { return nullptr; }
+  std::vector<double> class_priors() const override { return {0.9, 0.05}; }
+
+ private:
+  speculative::Drafter& inner_;
+};
+
 // Chi-square of the first two emitted tokens against the target's exact distribution, with a
 // drafter (another model) whose proposals disagree with the target most of the time. Governed: a
 // governor deciding from constants (a verify table, as sampled requests do) that takes the first
-// round plain and drafts the second, so the decisions vary with the sampled history.
-class SpecTinySampling : public SpecTiny, public ::testing::WithParamInterface<bool> {};
+// round plain and drafts the second, so the decisions vary with the sampled history. ByClass: the
+// same governor by class: the first round (pending 51, class 0) drafts the whole room, and later rounds
+// keep or drop their drafts by the sampled pending token, so what is verified varies with the sampled
+// history too.
+enum class Sampling { kFree, kGoverned, kByClass };
+class SpecTinySampling : public SpecTiny, public ::testing::WithParamInterface<Sampling> {};
 
 TEST_P(SpecTinySampling, FollowsTargetDistribution) {
-  const bool governed = GetParam();
+  const bool governed = GetParam() != Sampling::kFree, by_class = GetParam() == Sampling::kByClass;
   const std::vector<int32_t> prompt = {2, 50, 51};
   const float temp = 1.0f;
   // Target distribution of the first token and of the second given the first.
@@ -233,16 +262,19 @@ TEST_P(SpecTinySampling, FollowsTargetDistribution) {
   const int runs = 3000;
   std::map<int32_t, int> first;
   std::map<int32_t, std::map<int32_t, int>> second;
-  int64_t drafted = 0, accepted = 0, plain_rounds = 0;
+  int64_t drafted = 0, accepted = 0, plain_rounds = 0, class_draft = 0, class_plain = 0;
   for (int r = 0; r < runs; ++r) {
-    speculative::ModelDrafter other(*other_, {.n_ctx = 64, .max_batch = 64}, &pool_);
+    speculative::ModelDrafter model_drafter(*other_, {.n_ctx = 64, .max_batch = 64}, &pool_);
+    TwoClassDrafter two_class(model_drafter);
+    speculative::Drafter& other = by_class ? (speculative::Drafter&)two_class : model_drafter;
     model::Session s(*target_, {.n_ctx = 64, .max_batch = 64}, &pool_);
     speculative::SpecParams sp;
-    sp.gen.max_tokens = governed ? 3 : 2;  // governed: round 2 has room for a draft
+    sp.gen.max_tokens = by_class ? 4 : governed ? 3 : 2;  // governed: round 2 has room for a draft (by class: 2)
     sp.gen.ignore_eos = true;
     sp.gen.sampler = {.temperature = temp, .seed = (uint64_t)r + 1};
     sp.gamma = 3;
-    if (governed) sp.governor = {.enabled = true, .verify_ms = {0, 1, 1.1, 1.2, 1.3}, .warmup_rounds = 0};
+    if (governed) sp.governor = {.enabled = true, .verify_ms = {0, 1, 1.1, 1.2, 1.3}, .warmup_rounds = 0,
+                                 .by_class = by_class};
     auto res = speculative::generate_spec(*target_, s, *tok_, prompt, sp, other, {});
     ASSERT_TRUE(res.is_ok()) << res.message();
     ASSERT_EQ((int)res->out.tokens.size(), sp.gen.max_tokens);
@@ -251,8 +283,13 @@ TEST_P(SpecTinySampling, FollowsTargetDistribution) {
     drafted += res->stats.drafted;
     accepted += res->stats.accepted;
     plain_rounds += res->stats.governor.rounds[(size_t)speculative::GovernorReason::kPlain];
+    class_draft += res->stats.governor.rounds[(size_t)speculative::GovernorReason::kClassDraft];
+    class_plain += res->stats.governor.rounds[(size_t)speculative::GovernorReason::kClassPlain];
   }
-  if (governed) {
+  if (by_class) {
+    EXPECT_GE(class_draft, runs);     // every run's first round drafted by its class
+    EXPECT_GE(class_plain, runs / 10);  // later rounds after an even token dropped their drafts
+  } else if (governed) {
     EXPECT_GE(plain_rounds, runs);  // every run's first round was plain
   }
   auto chi2_test = [](const std::map<int32_t, double>& p, const std::map<int32_t, int>& counts, int n) {
@@ -283,8 +320,11 @@ TEST_P(SpecTinySampling, FollowsTargetDistribution) {
   EXPECT_LT(rate, 0.6);  // the drafter must disagree often for the test to mean something
 }
 
-INSTANTIATE_TEST_SUITE_P(SpecTiny, SpecTinySampling, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Governed" : "Free"; });
+INSTANTIATE_TEST_SUITE_P(SpecTiny, SpecTinySampling,
+                         ::testing::Values(Sampling::kFree, Sampling::kGoverned, Sampling::kByClass),
+                         [](const ::testing::TestParamInfo<Sampling>& i) {
+                           return i.param == Sampling::kFree ? "Free" : i.param == Sampling::kGoverned ? "Governed" : "ByClass";
+                         });
 
 }  // namespace
 }  // namespace dspark
