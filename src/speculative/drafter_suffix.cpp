@@ -51,7 +51,7 @@ int suffix_class(SuffixSource source, const SuffixDraftInfo& info) {
     case SuffixSource::kLookupOne: c = C::kLookupOne; break;
     case SuffixSource::kCache: c = C::kCache; break;
     case SuffixSource::kLookup:
-      c = info.match >= 10 ? C::kLookup10 : info.match >= 6 ? C::kLookup6 : info.match >= 4 ? C::kLookup4
+      c = info.match >= kLookupExtentCap ? C::kLookup10 : info.match >= 6 ? C::kLookup6 : info.match >= 4 ? C::kLookup4
           : info.match >= 3 ? C::kLookup3 : C::kLookup2;
       break;
     case SuffixSource::kIndex:

@@ -33,8 +33,9 @@
 //
 // By class (GovernorConfig::by_class; a drafter with draft classes, Drafter::class_priors): the
 // slot estimates above are one mixture of very different drafts. A prompt-lookup copy of a 10-token
-// match is taken ~95 % of the time, a suffix-index guess whose context continues several ways ~15 %. Such a drafter drafts first, up to the room the budget allows,
-// and names the draft's class c; the governor keeps per class and slot
+// match is taken ~95 % of the time, a suffix-index guess whose context continues several ways ~15 %.
+// Such a drafter drafts first, up to the room the budget allows, and names the draft's class c; the
+// governor keeps per class and slot
 //       a_c,i = (s + W p_c) / (n + W)     n, s: drafted and accepted counts (decayed, so the text
 //                                         can move them), p_c: the drafter's prior, W = kClassPriorWeight
 // and the round keeps the prefix L of the d tokens drafted (0 = a plain step) that maximises
