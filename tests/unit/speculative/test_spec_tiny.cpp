@@ -269,7 +269,8 @@ TEST_P(SpecTinySampling, FollowsTargetDistribution) {
     speculative::Drafter& other = by_class ? (speculative::Drafter&)two_class : model_drafter;
     model::Session s(*target_, {.n_ctx = 64, .max_batch = 64}, &pool_);
     speculative::SpecParams sp;
-    sp.gen.max_tokens = by_class ? 4 : governed ? 3 : 2;  // governed: round 2 has room for a draft (by class: 2)
+    // Governed: round 2 has room for a draft; by class: round 1 drafts 3 tokens, later rounds up to 2.
+    sp.gen.max_tokens = by_class ? 4 : governed ? 3 : 2;
     sp.gen.ignore_eos = true;
     sp.gen.sampler = {.temperature = temp, .seed = (uint64_t)r + 1};
     sp.gamma = 3;
