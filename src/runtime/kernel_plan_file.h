@@ -72,9 +72,9 @@ struct BackendFlags {
 };
 
 // A quarter of a CPU: on a 2-core AMD Zen 4 VM the rest of an idle machine read 0.00-0.01 CPUs while a
-// plan was timed, and two busy shell loops beside it 1.12. A plan timed beside them can pick a slower path for good (a plan made while other
-// tenants loaded a KVM Xeon chose the unpacked AVX2 kernel for the LM head at 1 token, and decode ran
-// 341 tok/s against 403 with the plan off).
+// plan was timed, and two busy shell loops beside it 1.12. A plan timed beside such load can pick a
+// slower path for good (a plan made while other tenants loaded a KVM Xeon chose the unpacked AVX2
+// kernel for the LM head at 1 token, and decode ran 341 tok/s against 403 with the plan off).
 inline constexpr double kPlanQuietOtherCpus = 0.25;
 
 // The backend a target runs on, and its plan when it has one.

@@ -22,11 +22,14 @@ NgramMatch ngram_match(std::span<const int32_t> seq, const NgramConfig& cfg, int
   return {};
 }
 
-std::vector<int32_t> ngram_lookup(std::span<const int32_t> seq, const NgramConfig& cfg, int max_n) {
-  const NgramMatch m = ngram_match(seq, cfg);
+std::vector<int32_t> ngram_continuation(std::span<const int32_t> seq, const NgramMatch& m, int max_n) {
   if (m.from < 0) return {};
   const int64_t to = std::min<int64_t>((int64_t)seq.size(), m.from + max_n);
   return std::vector<int32_t>(seq.begin() + m.from, seq.begin() + to);
+}
+
+std::vector<int32_t> ngram_lookup(std::span<const int32_t> seq, const NgramConfig& cfg, int max_n) {
+  return ngram_continuation(seq, ngram_match(seq, cfg), max_n);
 }
 
 Status LookupDrafterBase::begin(std::span<const int32_t> prompt, const TapRows&) {

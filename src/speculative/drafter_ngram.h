@@ -25,6 +25,8 @@ struct NgramMatch {
   int extent = 0;
 };
 NgramMatch ngram_match(std::span<const int32_t> seq, const NgramConfig& cfg, int extent_cap = 0);
+// A match's continuation in seq, at most max_n tokens (none for no match).
+std::vector<int32_t> ngram_continuation(std::span<const int32_t> seq, const NgramMatch& m, int max_n);
 
 // The round protocol of a weightless drafter (ngram, suffix) around a pure proposer: keeps the
 // committed history, proposes from history + pending, one-hot q at T > 0.

@@ -4,16 +4,6 @@
 
 namespace dspark::speculative {
 
-namespace {
-
-// The continuation of a lookup match, at most max_n tokens.
-void continuation(std::span<const int32_t> seq, const NgramMatch& m, int max_n, std::vector<int32_t>* out) {
-  const int64_t to = std::min<int64_t>((int64_t)seq.size(), m.from + max_n);
-  out->assign(seq.begin() + m.from, seq.begin() + to);
-}
-
-}  // namespace
-
 SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index, const SuffixDrafterConfig& cfg,
                           int max_n, std::vector<int32_t>* out, const AnswerCache* answers, SuffixDraftInfo* info) {
   out->clear();
@@ -23,7 +13,7 @@ SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index
   if (max_n <= 0) return SuffixSource::kNone;
   const NgramConfig lookup{.max_ngram = cfg.lookup_max_ngram, .min_ngram = SuffixDrafterConfig::kLookupMinMatch};
   if (const NgramMatch m = ngram_match(seq, lookup, kLookupExtentCap); m.from >= 0) {
-    continuation(seq, m, max_n, out);
+    *out = ngram_continuation(seq, m, max_n);
     info->match = m.extent;
     return SuffixSource::kLookup;
   }
@@ -36,7 +26,7 @@ SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index
     return SuffixSource::kIndex;
   }
   if (const NgramMatch m = ngram_match(seq, {.max_ngram = 1, .min_ngram = 1}); m.from >= 0) {
-    continuation(seq, m, max_n, out);
+    *out = ngram_continuation(seq, m, max_n);
     info->match = 1;
     return SuffixSource::kLookupOne;
   }

@@ -149,12 +149,15 @@ Governor::Decision Governor::cut(const Decision& decided, int cls, int drafted) 
       r = x;
       b = L;
     }
-  const Decision d{b, b > 0 ? GovernorReason::kClassDraft : GovernorReason::kClassPlain};
-  --stats_.rounds[(size_t)decided.reason];
-  --(decided.gamma > 0 ? stats_.drafting_rounds : stats_.plain_rounds);
-  ++stats_.rounds[(size_t)d.reason];
-  ++(d.gamma > 0 ? stats_.drafting_rounds : stats_.plain_rounds);
-  return d;
+  return recount(decided, {b, b > 0 ? GovernorReason::kClassDraft : GovernorReason::kClassPlain});
+}
+
+Governor::Decision Governor::recount(const Decision& from, const Decision& to) {
+  --stats_.rounds[(size_t)from.reason];
+  --(from.gamma > 0 ? stats_.drafting_rounds : stats_.plain_rounds);
+  ++stats_.rounds[(size_t)to.reason];
+  ++(to.gamma > 0 ? stats_.drafting_rounds : stats_.plain_rounds);
+  return to;
 }
 
 int Governor::best(int max_n) const {
@@ -238,13 +241,7 @@ Governor::Decision Governor::hold(GovernorReason why) {
 
 Governor::Decision Governor::sure(const Decision& decided, int gamma) {
   if (gamma <= decided.gamma) return decided;
-  --stats_.rounds[(size_t)decided.reason];
-  ++stats_.rounds[(size_t)GovernorReason::kSure];
-  if (decided.gamma == 0) {
-    --stats_.plain_rounds;
-    ++stats_.drafting_rounds;
-  }
-  return {gamma, GovernorReason::kSure};
+  return recount(decided, {gamma, GovernorReason::kSure});
 }
 
 void Governor::observe(const RoundObservation& o) {

@@ -183,6 +183,7 @@ class Governor {
   double verify_cost(int n) const;  // V(n): measured, else prior x scale, else nearest measured
   double table_cost(int n) const;   // the prior table, extrapolated linearly past its end
   double plain_cost() const;        // c0 (0: unknown)
+  Decision recount(const Decision& from, const Decision& to);  // the round counted under `to` instead
 
   GovernorConfig cfg_;
   int gamma_ = 0;
