@@ -277,6 +277,7 @@ Result<DrafterBundle> make_drafter(const speculative::SpecConfig& c, const Draft
     if (b) {
       b->governor.enabled = c.governor;
       b->governor.by_class = c.governor_by_class;
+      b->governor.sure_drafts = c.sure_drafts;
       b->governor.verify_ms = rt.verify_ms;
     }
     return b;

@@ -96,7 +96,8 @@ class Drafter {
   // Sure drafts: asked with DraftRequest::sure_only in a round the governor (or the server's batch
   // gate) made plain, the drafter proposes only tokens that cost no network pass and that it
   // estimates the target takes with probability >= kSureAcceptance each (copies of a long match in
-  // the answers already served), so that such text is not decoded token by token.
+  // the answers already served; for draft-kind suffix also in the request's own text), so that such
+  // text is not decoded token by token.
   // Greedy requests only. Drafters without such estimates return false and are never asked.
   virtual bool sure_drafts() const { return false; }
   static constexpr double kSureAcceptance = 0.75;

@@ -42,9 +42,13 @@ Status LookupDrafterBase::draft(const DraftRequest& req, DraftResult* out) {
   if (req.max_n <= 0) return Status::ok();
   history_.push_back(req.pending);  // temporarily: the lookup runs over history + pending
   greedy_ = req.sampler.temperature <= 0;
-  propose(history_, req.max_n, &out->tokens);
+  if (req.sure_only) {
+    if (greedy_) propose_sure(history_, req.max_n, &out->tokens);
+  } else {
+    propose(history_, req.max_n, &out->tokens);
+  }
   if (!out->tokens.empty()) out->draft_class = last_class();
-  if (req.tree_ok && greedy_ && !out->tokens.empty()) branch(history_, req.max_n, out);
+  if (req.tree_ok && !req.sure_only && greedy_ && !out->tokens.empty()) branch(history_, req.max_n, out);
   history_.pop_back();
   if (req.sampler.temperature > 0)
     for (int32_t t : out->tokens) out->q.push_back({{t, 1.0f}});

@@ -5,7 +5,8 @@
 namespace dspark::speculative {
 
 SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index, const SuffixDrafterConfig& cfg,
-                          int max_n, std::vector<int32_t>* out, const AnswerCache* answers, SuffixDraftInfo* info) {
+                          int max_n, std::vector<int32_t>* out, const AnswerCache* answers, SuffixDraftInfo* info,
+                          bool copies_only) {
   out->clear();
   SuffixDraftInfo scratch;
   if (!info) info = &scratch;
@@ -18,6 +19,7 @@ SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index
     return SuffixSource::kLookup;
   }
   if (answers && answers->propose(seq, max_n, out) > 0) return SuffixSource::kCache;
+  if (copies_only) return SuffixSource::kNone;
   const SuffixProposal p = index.propose(seq, cfg.query, max_n);
   if (!p.tokens.empty()) {
     *out = p.tokens;
@@ -51,6 +53,30 @@ int suffix_class(SuffixSource source, const SuffixDraftInfo& info) {
     default: return -1;
   }
   return (int)c;
+}
+
+int suffix_sure_tokens(int cls, int d) {
+  if (cls < 0 || cls >= (int)SuffixClass::kCount) return 0;
+  const double p = kSuffixClassPriors[cls];
+  if (p < Drafter::kSureAcceptance) return 0;
+  int k = 0;
+  for (double chain = p; k < d && chain >= SuffixDrafterConfig::kSureChainFloor; chain *= p) ++k;
+  return k;
+}
+
+// A batch gate's plain round (or a plain decision) still takes a copy this likely to be accepted: the
+// gate weighs all drafts of the batch together and would otherwise hold these too.
+void SuffixDrafter::propose_sure(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) {
+  SuffixDraftInfo info;
+  const SuffixSource source = suffix_draft(seq, *index_, cfg_, max_n, out, answers_, &info, /*copies_only=*/true);
+  const int cls = suffix_class(source, info);
+  const int keep = suffix_sure_tokens(cls, (int)out->size());
+  out->resize((size_t)keep);
+  if (keep == 0) return;  // the round drafts as decided (propose() runs next)
+  last_ = source;
+  last_class_ = cls;
+  ++rounds_[(int)last_];
+  tokens_[(int)last_] += keep;
 }
 
 void SuffixDrafter::propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) {

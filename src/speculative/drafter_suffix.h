@@ -26,6 +26,10 @@ struct SuffixDrafterConfig {
   // right 85 % of the time on SmolLM2's own answers, a 1-token one about half as often (issue #37's
   // simulation); the answer cache's copies by its own prior.
   static constexpr float kLookupShare = 0.85f, kLookupOneShare = 0.4f, kCacheShare = 0.75f;
+  // Sure drafts (Drafter::sure_drafts): a copy whose class prior is at least Drafter::kSureAcceptance,
+  // cut to the longest prefix whose tokens are all taken with probability >= kSureChainFloor when each
+  // is taken at the prior (a lookup agreeing for 10+ tokens: 13 tokens; one agreeing for 6-9: 3).
+  static constexpr double kSureChainFloor = 0.5;
 };
 
 // Which source a draft came from (stats(), and the pure function below for tests).
@@ -39,10 +43,11 @@ struct SuffixDraftInfo {
 };
 
 // One round's proposal for `seq` (the committed history + pending token): the source it used and
-// at most max_n tokens. `answers` and `info` may be null.
+// at most max_n tokens. `answers` and `info` may be null. `copies_only`: a lookup of kLookupMinMatch
+// or more tokens or the answer cache, else none (no index query).
 SuffixSource suffix_draft(std::span<const int32_t> seq, const SuffixIndex& index, const SuffixDrafterConfig& cfg,
                           int max_n, std::vector<int32_t>* out, const AnswerCache* answers = nullptr,
-                          SuffixDraftInfo* info = nullptr);
+                          SuffixDraftInfo* info = nullptr, bool copies_only = false);
 
 // Draft classes (Drafter::class_priors), by source and what it saw. A lookup is likelier right the
 // longer its match agrees; an index draft, the larger its first token's share and the longer the
@@ -71,6 +76,9 @@ int suffix_class(SuffixSource source, const SuffixDraftInfo& info);  // -1 for k
 // is kCacheShare. The governor learns each class's own acceptance, slot by slot, from there.
 inline constexpr double kSuffixClassPriors[(int)SuffixClass::kCount] = {
     0.35, 0.53, 0.63, 0.70, 0.80, 0.95, SuffixDrafterConfig::kCacheShare, 0.14, 0.31, 0.42, 0.59, 0.74};
+// How many of a class-`cls` draft's `d` tokens a sure draft keeps (SuffixDrafterConfig::kSureChainFloor);
+// 0 for a class that is never sure.
+int suffix_sure_tokens(int cls, int d);
 
 class SuffixDrafter : public LookupDrafterBase {
  public:
@@ -84,9 +92,13 @@ class SuffixDrafter : public LookupDrafterBase {
   // Its SuffixClass priors; none when configured for token trees (their branches carry their own
   // estimates, DraftResult::confidence).
   std::vector<double> class_priors() const override;
+  // Copies it is sure of (suffix_sure_tokens): long lookups of the request's own text and the answers
+  // already served. Not when configured for token trees (no classes then).
+  bool sure_drafts() const override { return cfg_.tree_width <= 0; }
 
  protected:
   void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) override;
+  void propose_sure(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) override;
   void on_commit(int64_t accepted) override;
   void branch(std::span<const int32_t> seq, int max_n, DraftResult* out) override;
   int last_class() const override { return last_class_; }

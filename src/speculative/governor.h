@@ -98,6 +98,9 @@ struct GovernorConfig {
   // the class's own acceptance (above, "By class"); false: one estimate for every draft
   // (`draft-governor=pooled`, the ablation arm).
   bool by_class = true;
+  // A plain decision (the governor's or the server's batch gate's) still takes a draft the drafter is
+  // sure of (Drafter::sure_drafts, SpecStepper); false: `draft-sure=off`, the ablation arm.
+  bool sure_drafts = true;
 };
 
 inline constexpr double kClassPriorWeight = 4;  // W: a class prior counts as this many drafted tokens

@@ -126,6 +126,16 @@ const SpecKey kKeys[] = {
        if (c->governor) c->governor_by_class = s == "on";
        return Status::ok();
      }},
+    {"draft-sure", "on (default): a round the governor (or the server's batch gate) makes plain still takes a\n"
+                   "draft the drafter is sure of: copies of a long match in the request's own text (draft-kind\n"
+                   "suffix) or in the answers already served (docs/SPECULATION.md, \"Sure drafts\"); off: never",
+     [](const SpecConfig& c) { return std::string(c.sure_drafts ? "on" : "off"); },
+     [](SpecConfig* c, const std::string& v) {
+       std::string s;
+       DSPARK_RETURN_IF_ERROR(one_of(v, {"on", "off"}, &s));
+       c->sure_drafts = s == "on";
+       return Status::ok();
+     }},
     {"suffix-index", "the suffix index over the target's own answers (a .sfx file made by dspark suffix-index build):\n"
                      "the drafts of draft-kind suffix, or a third source of a DSpark drafter's copy head where prompt\n"
                      "lookup has no match (docs/SPECULATION.md, \"Retrieval drafting\")",

@@ -56,6 +56,7 @@ struct SpecConfig {
   DraftQuant quant = DraftQuant::kAuto;             // DSpark checkpoint's form
   bool governor = true;             // per-round draft length from measured tokens per ms, 0 = plain (speculative/governor.h)
   bool governor_by_class = true;    // ... learned per draft class where the drafter has classes (GovernorConfig::by_class)
+  bool sure_drafts = true;          // ... and a plain decision still takes a draft the drafter is sure of (GovernorConfig::sure_drafts)
   std::string suffix_index;         // draft-kind suffix: the suffix index file (speculative/suffix_index.h); "" otherwise
   double suffix_min_prob = kDefaultSuffixMinProb;  // draft-kind suffix: SuffixQueryConfig::min_prob, [0, 1]
   int tree = 0;                     // draft-kind suffix: token-tree branches besides the chain (speculative/token_tree.h)

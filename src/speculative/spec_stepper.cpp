@@ -234,7 +234,7 @@ Status SpecStepper::draft_phase(bool may_draft, bool tree_ok) {
     // drafts, and samples, the same way however the batch around it is timed.
     const bool hold = !may_draft && room > 0 && params_.governor.enabled && gp.sampler.temperature <= 0.0f;
     decision_ = hold ? gov_->hold(GovernorReason::kBatchPlain) : gov_->decide(room);
-    // A draft the drafter is sure of (Drafter::sure_drafts: copies of answers already served) is taken
+    // A draft the drafter is sure of (Drafter::sure_drafts: copies of a long match) is taken
     // when the round was decided plain, or when it is longer than the decided cap (it may run past
     // gamma); exploration rounds (warm-up, probes) keep their decision. Greedy only, so sampled
     // requests keep deciding from constants.
@@ -242,7 +242,8 @@ Status SpecStepper::draft_phase(bool may_draft, bool tree_ok) {
         0, std::min<int64_t>({Drafter::kMaxSureGamma, params_.sure_gamma, remaining - 1, n_ctx - pos_ - 1}));
     const bool plain_by_choice = decision_.gamma == 0 && (decision_.reason == GovernorReason::kPlain ||
                                                         decision_.reason == GovernorReason::kBatchPlain);
-    const bool ask_sure = sure_room > 0 && params_.governor.enabled && gp.sampler.temperature <= 0.0f &&
+    const bool ask_sure = sure_room > 0 && params_.governor.enabled && params_.governor.sure_drafts &&
+                          gp.sampler.temperature <= 0.0f &&
                           (plain_by_choice || decision_.reason == GovernorReason::kDraft) && drafter_->sure_drafts();
     bool sure = false;
     if (ask_sure) {

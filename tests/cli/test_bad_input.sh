@@ -91,6 +91,7 @@ expect_bad "train-drafter: no --data" train-drafter --out "$tmp/t"
 expect_bad "train-drafter: malformed --taps" train-drafter --data "$tmp" --out "$tmp/t" --taps 1,,2
 expect_bad "generate: --no-spec with a drafter" generate -m x.gguf -p hi --no-spec --draft-kind ngram
 expect_bad "generate: unknown draft schedule" generate -m x.gguf -p hi --draft-schedule fastest
+expect_bad "generate: --draft-sure neither on nor off" generate -m x.gguf -p hi --draft-sure maybe
 expect_bad "serve: port out of range" serve -m x.gguf --port 70000
 expect_bad "serve: zero slots" serve -m x.gguf --parallel 0
 expect_bad "serve: negative answer cache" serve -m x.gguf --answer-cache-mib -1

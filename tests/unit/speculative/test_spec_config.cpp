@@ -16,6 +16,7 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   c.copy = CopyMode::kOnly;
   c.quant = DraftQuant::kNone;
   c.governor = false;
+  c.sure_drafts = false;
   c.suffix_index = "answers.sfx";
   c.suffix_min_prob = 0.375;
   c.tree = 3;
@@ -29,7 +30,7 @@ TEST(SpecConfig, EveryKeyRoundTripsThroughItsText) {
   auto back = parse_spec(text);
   ASSERT_TRUE(back) << back.message();
   EXPECT_EQ(*back, c);
-  EXPECT_EQ(spec_keys().size(), 11u);
+  EXPECT_EQ(spec_keys().size(), 12u);
   auto pooled = parse_spec("draft-governor=pooled");  // the governor with one estimate for every draft
   ASSERT_TRUE(pooled) << pooled.message();
   EXPECT_TRUE(pooled->governor);
@@ -71,6 +72,8 @@ TEST(SpecConfig, DefaultsAndBase) {
   EXPECT_EQ(c->gamma, 0);
   EXPECT_EQ(c->schedule, DraftSchedule::kFixed);
   EXPECT_TRUE(c->governor);  // every drafter goes through the governor unless told otherwise
+  EXPECT_TRUE(c->sure_drafts);
+  EXPECT_FALSE(parse_spec("draft-sure=off")->sure_drafts);
   SpecConfig base;
   base.quant = DraftQuant::kNone;
   c = parse_spec("draft-kind=ngram", base);
@@ -86,7 +89,7 @@ TEST(SpecConfig, ErrorsNameTheKey) {
       {"draft-copy=yes", "draft-copy"},            {"draft-quant=q4", "draft-quant"},
       {"draft-kind=a b", "draft-kind"},            {"draft-model=", "draft-model"},
       {"draft-governor=maybe", "draft-governor"},  {"draft-tree=5", "draft-tree"},
-      {"draft-tree=-1", "draft-tree"},
+      {"draft-tree=-1", "draft-tree"},             {"draft-sure=maybe", "draft-sure"},
       {"bogus=1", "unknown key 'bogus'"},          {"draft-kind=ngram,draft-kind=ngram", "twice"},
   };
   for (const auto& [text, needle] : cases) {

@@ -114,6 +114,43 @@ TEST_F(SpecTiny, GreedyIsLosslessForEveryDrafterAndGamma) {
   }
 }
 
+// Sure drafts (Drafter::sure_drafts): the suffix drafter's long copies of the request's own text are
+// taken in rounds the governor makes plain (a steep verify table), past gamma, and the output stays
+// serial's; draft-sure off (GovernorConfig::sure_drafts) takes none.
+TEST_F(SpecTiny, SureCopiesAreLossless) {
+  std::vector<int32_t> prompt = {2, 40, 41, 42, 40, 41, 43, 44};
+  const auto first = serial(prompt, 24);
+  prompt.insert(prompt.end(), first.begin(), first.end());  // the answer, then the question again
+  prompt.insert(prompt.end(), prompt.begin(), prompt.begin() + 8);
+  const int n = 40;
+  const auto want = serial(prompt, n);
+  std::vector<int32_t> corpus = {1, 2, 3, speculative::kSuffixSeparator};
+  auto sa = speculative::build_suffix_array(corpus);
+  const auto index = speculative::SuffixIndex::from_arrays(corpus, std::move(sa));
+  for (bool sure : {true, false}) {
+    speculative::SuffixDrafter suffix(index);
+    model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
+    speculative::SpecParams sp;
+    sp.gen.max_tokens = n;
+    sp.gen.ignore_eos = true;
+    sp.gamma = 2;
+    std::vector<double> v = {0};
+    for (int r = 1; r <= 17; ++r) v.push_back((double)r);  // a draft never pays at these costs
+    sp.governor = {.enabled = true, .verify_ms = v, .deterministic = true, .warmup_rounds = 1, .sure_drafts = sure};
+    auto r = speculative::generate_spec(*target_, s, *tok_, prompt, sp, suffix, {});
+    ASSERT_TRUE(r.is_ok()) << r.message();
+    EXPECT_EQ(r->out.tokens, want) << (sure ? "sure" : "no sure drafts");
+    EXPECT_EQ(s.n_past(), (int64_t)prompt.size() - 1 + r->stats.rounds + r->stats.accepted);
+    const int64_t sure_rounds = r->stats.governor.rounds[(size_t)speculative::GovernorReason::kSure];
+    if (sure) {
+      EXPECT_GT(sure_rounds, 0) << r->stats.to_json().dump();
+      EXPECT_GT(r->stats.accepted, 0);
+    } else {
+      EXPECT_EQ(sure_rounds, 0);
+    }
+  }
+}
+
 // A drafter that knows the answer and proposes a tree whose chain is wrong and whose branch is the
 // answer's next two tokens: every round takes the branch.
 class BranchOracle : public speculative::Drafter {

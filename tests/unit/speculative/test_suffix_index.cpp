@@ -250,5 +250,71 @@ TEST(SuffixDrafter, OwnContextFirstThenTheIndexThenOneTokenLookup) {
   EXPECT_EQ(st["index"]["accepted"], 1);
 }
 
+// Sure drafts (Drafter::sure_drafts): copies whose class prior is at least kSureAcceptance, cut where
+// the chain at that prior falls under kSureChainFloor; nothing else, and a refused one leaves no trace.
+TEST(SuffixDrafter, SureDraftsAreLongCopiesOnly) {
+  using C = SuffixClass;
+  EXPECT_EQ(suffix_sure_tokens((int)C::kLookup10, 16), 13);  // 0.95^13 = 0.513, 0.95^14 = 0.488
+  EXPECT_EQ(suffix_sure_tokens((int)C::kLookup10, 5), 5);
+  EXPECT_EQ(suffix_sure_tokens((int)C::kLookup6, 16), 3);    // 0.80^3 = 0.512
+  EXPECT_EQ(suffix_sure_tokens((int)C::kCache, 16), 2);      // 0.75^2 = 0.5625, 0.75^3 = 0.42
+  for (C c : {C::kLookupOne, C::kLookup2, C::kLookup3, C::kLookup4, C::kIndexLow, C::kIndexMid, C::kIndexHigh2,
+              C::kIndexHigh4, C::kIndexHigh5})
+    EXPECT_EQ(suffix_sure_tokens((int)c, 16), 0) << (int)c;
+  EXPECT_EQ(suffix_sure_tokens(-1, 16), 0);
+  EXPECT_EQ(suffix_sure_tokens((int)C::kCount, 16), 0);
+
+  auto ix = index_of(tiny_stream());
+  SuffixDrafterConfig tree_cfg;
+  tree_cfg.tree_width = 2;
+  EXPECT_FALSE(SuffixDrafter(ix, tree_cfg).sure_drafts());
+  SuffixDrafter d(ix);
+  EXPECT_TRUE(d.sure_drafts());
+  // 1..12 then 1..11: the pending 11 completes an 11-token agreement (a lookup of 10+), whose copy is
+  // 12 1 2 .. 11 (12 tokens): all of it is sure (<= 13).
+  std::vector<int32_t> ctx;
+  for (int r = 0; r < 2; ++r)
+    for (int32_t t = 1; t <= 12; ++t) ctx.push_back(100 + t);
+  ctx.resize(ctx.size() - 2);  // 101..112 101..110
+  ASSERT_TRUE(d.begin(ctx, {}));
+  DraftRequest req;
+  req.pending = 111;
+  req.pos = (int64_t)ctx.size();
+  req.max_n = 16;
+  req.sure_only = true;
+  DraftResult r;
+  ASSERT_TRUE(d.draft(req, &r));
+  std::vector<int32_t> want = {112};
+  for (int32_t t = 101; t <= 111; ++t) want.push_back(t);
+  EXPECT_EQ(r.tokens, want);
+  EXPECT_EQ(r.draft_class, (int)C::kLookup10);
+  req.max_n = 4;  // the caller's room bounds it
+  ASSERT_TRUE(d.draft(req, &r));
+  EXPECT_EQ(r.tokens.size(), 4u);
+  req.sampler.temperature = 0.7f;  // greedy only
+  ASSERT_TRUE(d.draft(req, &r));
+  EXPECT_TRUE(r.tokens.empty());
+  // A 3-token lookup is not sure, and neither is the index: nothing, and no round counted.
+  SuffixDrafter e(ix);
+  ASSERT_TRUE(e.begin(std::vector<int32_t>{7, 10, 11, 12, 10, 11}, {}));
+  req = {};
+  req.pending = 12;
+  req.pos = 6;
+  req.max_n = 16;
+  req.sure_only = true;
+  ASSERT_TRUE(e.draft(req, &r));
+  EXPECT_TRUE(r.tokens.empty());
+  ASSERT_TRUE(e.begin(std::vector<int32_t>{12, 2}, {}));
+  req.pending = 3;
+  req.pos = 2;
+  ASSERT_TRUE(e.draft(req, &r));
+  EXPECT_TRUE(r.tokens.empty()) << "the index's [2 3] -> 4 5 is not a copy";
+  EXPECT_EQ(e.stats()["lookup"]["rounds"], 0);
+  EXPECT_EQ(e.stats()["index"]["rounds"], 0);
+  req.sure_only = false;  // the same round drafted as usual
+  ASSERT_TRUE(e.draft(req, &r));
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{4, 5}));
+}
+
 }  // namespace
 }  // namespace dspark::speculative
