@@ -50,6 +50,15 @@ class SpecTiny : public ::testing::Test {
     return std::move(generate::generate(*target_, s, *tok_, prompt, gp, {})).value().tokens;
   }
 
+  // Greedy, n tokens past EOS, drafts of at most gamma; the governor as each test sets it.
+  static speculative::SpecParams greedy_params(int n, int gamma) {
+    speculative::SpecParams sp;
+    sp.gen.max_tokens = n;
+    sp.gen.ignore_eos = true;
+    sp.gamma = gamma;
+    return sp;
+  }
+
   std::string target_path_, draft_path_;
   std::unique_ptr<model::Model> target_, other_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
@@ -78,10 +87,7 @@ TEST_F(SpecTiny, GreedyIsLosslessForEveryDrafterAndGamma) {
       speculative::SuffixDrafter suffix(index);
       for (speculative::Drafter* d : std::vector<speculative::Drafter*>{&ngram, &self, &other, &random, &suffix}) {
         model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
-        speculative::SpecParams sp;
-        sp.gen.max_tokens = n;
-        sp.gen.ignore_eos = true;
-        sp.gamma = gamma;
+        speculative::SpecParams sp = greedy_params(n, gamma);
         // Governed: deciding from a verify table (0.5 per extra token) where a drafter that accepts
         // nothing loses (plain rounds, with probes) and the self-drafter wins every round.
         sp.governor = {.enabled = governed, .verify_ms = {0, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5}, .deterministic = true,
@@ -130,10 +136,7 @@ TEST_F(SpecTiny, SureCopiesAreLossless) {
   for (bool sure : {true, false}) {
     speculative::SuffixDrafter suffix(index);
     model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
-    speculative::SpecParams sp;
-    sp.gen.max_tokens = n;
-    sp.gen.ignore_eos = true;
-    sp.gamma = 2;
+    speculative::SpecParams sp = greedy_params(n, 2);
     std::vector<double> v = {0};
     for (int r = 1; r <= 17; ++r) v.push_back((double)r);  // a draft never pays at these costs
     sp.governor = {.enabled = true, .verify_ms = v, .deterministic = true, .warmup_rounds = 1, .sure_drafts = sure};
@@ -203,10 +206,7 @@ TEST_F(SpecTiny, GreedyTreesAreLossless) {
     speculative::SuffixDrafter suffix(index, cfg);
     for (speculative::Drafter* d : std::vector<speculative::Drafter*>{&oracle, &suffix}) {
       model::Session s(*target_, {.n_ctx = 256, .max_batch = 64}, &pool_);
-      speculative::SpecParams sp;
-      sp.gen.max_tokens = n;
-      sp.gen.ignore_eos = true;
-      sp.gamma = 4;
+      speculative::SpecParams sp = greedy_params(n, 4);
       std::vector<double> v = {0};
       for (int r = 1; r <= 17; ++r) v.push_back(flat ? 1.0 + 0.001 * r : (double)r);
       sp.governor = {.enabled = true, .verify_ms = v, .deterministic = true, .warmup_rounds = 1};
