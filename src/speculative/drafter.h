@@ -40,6 +40,9 @@ struct DraftRequest {
   // The caller can verify a token tree this round (a single sequence's greedy round; not a batched
   // forward): a drafter configured for trees may then add branches (DraftResult::parent).
   bool tree_ok = false;
+  // With sure_only: the round's decided cap. A sure draft of no more tokens is not taken, so the drafter
+  // may return none (and should then leave no trace of it: the round drafts as decided next).
+  int sure_min = 0;
 };
 
 struct DraftResult {

@@ -43,7 +43,7 @@ Status LookupDrafterBase::draft(const DraftRequest& req, DraftResult* out) {
   history_.push_back(req.pending);  // temporarily: the lookup runs over history + pending
   greedy_ = req.sampler.temperature <= 0;
   if (req.sure_only) {
-    if (greedy_) propose_sure(history_, req.max_n, &out->tokens);
+    if (greedy_) propose_sure(history_, req.sure_min, req.max_n, &out->tokens);
   } else {
     propose(history_, req.max_n, &out->tokens);
   }

@@ -44,10 +44,10 @@ class LookupDrafterBase : public Drafter {
   virtual void on_commit(int64_t accepted) {}
   // The class of the draft propose() just made (Drafter::class_priors), -1: none.
   virtual int last_class() const { return -1; }
-  // A sure draft (DraftRequest::sure_only, greedy): at most max_n tokens the drafter is sure of, or
-  // none; a drafter whose sure_drafts() is true overrides it. Default: none.
-  virtual void propose_sure(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) {
-    (void)seq, (void)max_n;
+  // A sure draft (DraftRequest::sure_only, greedy): more than min_n and at most max_n tokens the
+  // drafter is sure of, or none; a drafter whose sure_drafts() is true overrides it. Default: none.
+  virtual void propose_sure(std::span<const int32_t> seq, int min_n, int max_n, std::vector<int32_t>* out) {
+    (void)seq, (void)min_n, (void)max_n;
     out->clear();
   }
   // A round that can verify a token tree (DraftRequest::tree_ok, greedy): `out` holds propose()'s

@@ -66,13 +66,14 @@ int suffix_sure_tokens(int cls, int d) {
 
 // A batch gate's plain round (or a plain decision) still takes a copy this likely to be accepted: the
 // gate weighs all drafts of the batch together and would otherwise hold these too.
-void SuffixDrafter::propose_sure(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) {
+void SuffixDrafter::propose_sure(std::span<const int32_t> seq, int min_n, int max_n, std::vector<int32_t>* out) {
   SuffixDraftInfo info;
   const SuffixSource source = suffix_draft(seq, *index_, cfg_, max_n, out, answers_, &info, /*copies_only=*/true);
   const int cls = suffix_class(source, info);
-  const int keep = suffix_sure_tokens(cls, (int)out->size());
+  int keep = suffix_sure_tokens(cls, (int)out->size());
+  if (keep <= min_n) keep = 0;  // not taken: the round drafts as decided (propose() runs next), no trace here
   out->resize((size_t)keep);
-  if (keep == 0) return;  // the round drafts as decided (propose() runs next)
+  if (keep == 0) return;
   last_ = source;
   last_class_ = cls;
   ++rounds_[(int)last_];

@@ -98,7 +98,7 @@ class SuffixDrafter : public LookupDrafterBase {
 
  protected:
   void propose(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) override;
-  void propose_sure(std::span<const int32_t> seq, int max_n, std::vector<int32_t>* out) override;
+  void propose_sure(std::span<const int32_t> seq, int min_n, int max_n, std::vector<int32_t>* out) override;
   void on_commit(int64_t accepted) override;
   void branch(std::span<const int32_t> seq, int max_n, DraftResult* out) override;
   int last_class() const override { return last_class_; }

@@ -248,7 +248,9 @@ Status SpecStepper::draft_phase(bool may_draft, bool tree_ok) {
     bool sure = false;
     if (ask_sure) {
       DSPARK_RETURN_IF_ERROR(
-          drafter_->draft({pending_, pos_, sure_room, gp.sampler, &sampler_.rng(), /*sure_only=*/true}, &draft_));
+          drafter_->draft({.pending = pending_, .pos = pos_, .max_n = sure_room, .sampler = gp.sampler,
+                           .rng = &sampler_.rng(), .sure_only = true, .sure_min = decision_.gamma},
+                          &draft_));
       if ((int)draft_.tokens.size() > sure_room) draft_.tokens.resize(sure_room);
       sure = (int)draft_.tokens.size() > decision_.gamma;
     }
@@ -265,7 +267,9 @@ Status SpecStepper::draft_phase(bool may_draft, bool tree_ok) {
       const bool tree =
           !by_class && tree_ok && max_n > 0 && gp.sampler.temperature <= 0.0f && hist_->tap_ids.empty();
       DSPARK_RETURN_IF_ERROR(
-          drafter_->draft({pending_, pos_, max_n, gp.sampler, &sampler_.rng(), false, tree}, &draft_));
+          drafter_->draft({.pending = pending_, .pos = pos_, .max_n = max_n, .sampler = gp.sampler,
+                           .rng = &sampler_.rng(), .tree_ok = tree},
+                          &draft_));
       if (by_class) decision_ = gov_->cut(decision_, draft_.draft_class, (int)draft_.tokens.size());
       if (!draft_.parent.empty()) {
         const int64_t room = std::min<int64_t>(session_.kv().max_batch() - 1, n_ctx - pos_ - 1);

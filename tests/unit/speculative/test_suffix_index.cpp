@@ -288,6 +288,12 @@ TEST(SuffixDrafter, SureDraftsAreLongCopiesOnly) {
   for (int32_t t = 101; t <= 111; ++t) want.push_back(t);
   EXPECT_EQ(r.tokens, want);
   EXPECT_EQ(r.draft_class, (int)C::kLookup10);
+  EXPECT_EQ(d.stats()["lookup"]["rounds"], 1);
+  req.sure_min = 12;  // the round already drafts 12: not taken, and not counted
+  ASSERT_TRUE(d.draft(req, &r));
+  EXPECT_TRUE(r.tokens.empty());
+  EXPECT_EQ(d.stats()["lookup"]["rounds"], 1);
+  req.sure_min = 0;
   req.max_n = 4;  // the caller's room bounds it
   ASSERT_TRUE(d.draft(req, &r));
   EXPECT_EQ(r.tokens.size(), 4u);
