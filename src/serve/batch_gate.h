@@ -32,7 +32,10 @@ struct BatchGateConfig {
   int max_interval = 256;    // ... up to this while the trials confirm the choice, ...
   int max_interval_far = 1024;  // ... or this while the mode not chosen trails by far_margin
   double far_margin = 0.2;
-  double alpha = 0.15;       // moving-average weight of a round (1/n while n < 1/alpha)
+  // Moving-average weight of a round (1/n while n < 1/alpha): ~30 rounds remembered, so one 8-round
+  // trial in a fast stretch of the batch cannot turn the choice (0.15 drafted 24-86 % of SmolLM2's
+  // 4-slot rounds on Zen 4 where plain ones were faster; docs/SPECULATION.md).
+  double alpha = 0.03;
   double enter_margin = 0.03;  // plain -> drafting when drafting commits this much more per ms
   double leave_margin = 0.0;   // drafting -> plain when plain commits this much more per ms
 };
